@@ -1,0 +1,122 @@
+"""SSH public keys: parse, validate and fingerprint one authorized_keys-style line.
+
+What reaches LDAP's sshPublicKey ends up in every node's AuthorizedKeysCommand output, so only
+plain keys of the types OpenSSH still accepts by default are let through: ed25519, ECDSA on the NIST
+curves, RSA of 2048 bits or more, and the FIDO (`sk-`) variants. The wire blob is decoded and checked
+by the `cryptography` library (curve points, RSA modulus), not by pattern matching.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import struct
+from dataclasses import dataclass
+
+from cryptography.exceptions import UnsupportedAlgorithm
+from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.hazmat.primitives.serialization import load_ssh_public_key
+
+MIN_RSA_BITS = 2048
+MAX_KEY_LINE = 16 * 1024
+MAX_COMMENT = 1024
+
+ACCEPTED_TYPES: tuple[str, ...] = (
+    "ssh-ed25519",
+    "ecdsa-sha2-nistp256",
+    "ecdsa-sha2-nistp384",
+    "ecdsa-sha2-nistp521",
+    "ssh-rsa",
+    "sk-ssh-ed25519@openssh.com",
+    "sk-ecdsa-sha2-nistp256@openssh.com",
+)
+
+
+class InvalidSshKey(ValueError):
+    """The text is not an acceptable SSH public key; the message says what is wrong."""
+
+
+@dataclass(frozen=True)
+class SshPublicKey:
+    key_type: str
+    blob: str  # base64, exactly as OpenSSH writes it
+    comment: str
+    bits: int | None  # RSA modulus size, None for the fixed-size types
+    fingerprint: str  # "SHA256:...", as `ssh-keygen -l` prints it
+
+    @property
+    def line(self) -> str:
+        """The normalised authorized_keys line: type, blob and (if any) comment, single-spaced."""
+        return f"{self.key_type} {self.blob} {self.comment}".rstrip()
+
+
+def _inner_type(blob: bytes) -> str:
+    """The key-type string at the start of the wire blob (RFC 4253 section 6.6)."""
+    if len(blob) < 4:
+        raise InvalidSshKey("key data is too short to be an SSH key")
+    (length,) = struct.unpack(">I", blob[:4])
+    if length > 64 or len(blob) < 4 + length:
+        raise InvalidSshKey("key data does not start with a key type")
+    try:
+        return blob[4 : 4 + length].decode("ascii")
+    except UnicodeDecodeError as exc:
+        raise InvalidSshKey("key data does not start with a key type") from exc
+
+
+def fingerprint(blob: bytes) -> str:
+    digest = base64.b64encode(hashlib.sha256(blob).digest()).decode("ascii").rstrip("=")
+    return f"SHA256:{digest}"
+
+
+def parse_ssh_public_key(text: str) -> SshPublicKey:
+    """Parse one public key line such as `ssh-ed25519 AAAAC3... kim@laptop`."""
+    if not isinstance(text, str):
+        raise InvalidSshKey("an SSH public key must be a string")
+    if len(text) > MAX_KEY_LINE:
+        raise InvalidSshKey(f"key is {len(text)} characters long; at most {MAX_KEY_LINE} are allowed")
+    line = text.strip()
+    if not line:
+        raise InvalidSshKey("key is empty")
+    if any((ord(c) < 32 and c != "\t") or ord(c) == 127 for c in line):
+        raise InvalidSshKey("key contains control characters (one key per entry, no line breaks)")
+    parts = line.split(None, 2)
+    key_type = parts[0]
+    if key_type.startswith("-----BEGIN") or key_type == "----":
+        raise InvalidSshKey("this is a PEM or private key block; give the one-line public key (*.pub)")
+    if key_type not in ACCEPTED_TYPES:
+        if key_type == "ssh-dss":
+            raise InvalidSshKey("DSA keys (ssh-dss) are disabled in OpenSSH; use ed25519")
+        if "-cert-v01@openssh.com" in key_type:
+            raise InvalidSshKey("SSH certificates are not accepted; give the plain public key")
+        if "=" in key_type or "," in key_type or any(t in ACCEPTED_TYPES for t in parts[1:2]):
+            raise InvalidSshKey(
+                "authorized_keys options (from=, command=, ...) are not accepted; give the key alone"
+            )
+        raise InvalidSshKey(
+            f"unknown key type {key_type[:40]!r}; accepted types: {', '.join(ACCEPTED_TYPES)}"
+        )
+    if len(parts) < 2:
+        raise InvalidSshKey(f"{key_type} key has no key data")
+    b64 = parts[1]
+    comment = parts[2].strip() if len(parts) > 2 else ""
+    if len(comment) > MAX_COMMENT:
+        raise InvalidSshKey(f"key comment is longer than {MAX_COMMENT} characters")
+    try:
+        blob = base64.b64decode(b64, validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise InvalidSshKey(f"{key_type} key data is not valid base64") from exc
+    inner = _inner_type(blob)
+    if inner != key_type:
+        raise InvalidSshKey(f"key says it is {key_type} but its data is a {inner[:40]!r} key")
+    try:
+        key = load_ssh_public_key(f"{key_type} {b64}".encode("ascii"))
+    except (ValueError, UnsupportedAlgorithm) as exc:
+        raise InvalidSshKey(f"{key_type} key data is malformed or truncated") from exc
+    bits: int | None = None
+    if isinstance(key, rsa.RSAPublicKey):
+        bits = key.key_size
+        if bits < MIN_RSA_BITS:
+            raise InvalidSshKey(f"RSA key has {bits} bits; at least {MIN_RSA_BITS} are required")
+    canonical = base64.b64encode(blob).decode("ascii")
+    return SshPublicKey(key_type, canonical, comment, bits, fingerprint(blob))
