@@ -1,0 +1,204 @@
+"""Settings and policy.
+
+Read from the environment (`SUP_*`, nested keys joined with `__`, e.g. `SUP_LDAP__URL`) and, when
+`SUP_CONFIG` names a YAML file, from that file (the same keys, nested). The environment wins over the
+file. A target whose section is absent is disabled; a section that is present must be complete.
+Secrets are `SecretStr`: they never show in reprs, logs or error messages.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    YamlConfigSettingsSource,
+)
+
+from sup.domain.usernames import UsernameRule
+
+TARGETS: tuple[str, ...] = ("ldap", "slurm", "kube")
+
+# Numbers that mean something to every Linux system and must never name a person or a group.
+FORBIDDEN_IDS: frozenset[int] = frozenset({0, 65534, 65535, 4294967294, 4294967295})
+MAX_ID = 4294967293
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class IdRange(_Section):
+    min: int = Field(ge=1, le=MAX_ID)
+    max: int = Field(ge=1, le=MAX_ID)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> IdRange:
+        if self.min > self.max:
+            raise ValueError(f"range {self.min}-{self.max} is empty (min > max)")
+        return self
+
+    def __contains__(self, number: object) -> bool:
+        return isinstance(number, int) and self.min <= number <= self.max
+
+    def __str__(self) -> str:
+        return f"{self.min}-{self.max}"
+
+
+class IdPolicy(_Section):
+    """Where uid and gid numbers come from (settings key `ids`)."""
+
+    uid_range: IdRange = IdRange(min=10000, max=49999)
+    gid_range: IdRange = Field(
+        IdRange(min=50000, max=59999), description="gids of ordinary (non-private) groups"
+    )
+    private_groups: bool = Field(
+        True, description="give every user a group of their own name as primary group"
+    )
+    private_gid: Literal["same_as_uid", "allocate"] = Field(
+        "same_as_uid", description="a private group's gid equals the uid when free, or comes from gid_range"
+    )
+    default_primary_gid: int = Field(
+        100, ge=1, le=MAX_ID, description="primary gid of users when private_groups is off"
+    )
+    supplied_uid_ranges: list[IdRange] = Field(
+        default_factory=list, description="extra ranges in which uids supplied by a source are honoured"
+    )
+    supplied_gid_ranges: list[IdRange] = Field(
+        default_factory=list, description="extra ranges in which gids supplied by a source are honoured"
+    )
+
+    @model_validator(mode="after")
+    def _no_overlap(self) -> IdPolicy:
+        if self.private_gid == "allocate" or not self.private_groups:
+            return self
+        u, g = self.uid_range, self.gid_range
+        if u.min <= g.max and g.min <= u.max:
+            raise ValueError(
+                f"uid_range {u} overlaps gid_range {g}: with private_gid=same_as_uid, private and "
+                "ordinary groups would compete for the same gids"
+            )
+        return self
+
+
+class AccountPolicy(_Section):
+    """Defaults and limits for POSIX account attributes (settings key `accounts`)."""
+
+    home_template: str = Field("/home/{username}", description="home directory; {username} is replaced")
+    default_shell: str = "/bin/bash"
+    allowed_shells: list[str] = Field(
+        default_factory=lambda: [
+            "/bin/bash", "/usr/bin/bash", "/bin/sh", "/usr/bin/sh", "/bin/zsh", "/usr/bin/zsh",
+            "/bin/tcsh", "/usr/bin/tcsh", "/usr/bin/fish", "/bin/dash", "/usr/bin/dash",
+            "/usr/sbin/nologin", "/sbin/nologin", "/bin/false",
+        ]
+    )  # fmt: skip
+    nologin_shell: str = "/usr/sbin/nologin"
+    extra_reserved_names: list[str] = Field(
+        default_factory=list, description="user and group names refused on top of the built-in list"
+    )
+    max_ssh_keys: int = Field(32, ge=1, le=1000)
+
+    @field_validator("home_template")
+    @classmethod
+    def _home(cls, value: str) -> str:
+        if not value.startswith("/") or "{username}" not in value:
+            raise ValueError("home_template must be an absolute path containing {username}")
+        return value
+
+    @model_validator(mode="after")
+    def _shells(self) -> AccountPolicy:
+        for shell in (self.default_shell, self.nologin_shell):
+            if shell not in self.allowed_shells:
+                raise ValueError(f"shell {shell} must be listed in allowed_shells")
+        return self
+
+
+class ApiSettings(_Section):
+    max_body_bytes: int = Field(1024 * 1024, ge=1024, description="larger request bodies get 413")
+    default_page_size: int = Field(100, ge=1, le=10000)
+    max_page_size: int = Field(1000, ge=1, le=100000)
+
+
+class LdapSettings(_Section):
+    url: str
+    bind_dn: str
+    bind_password: SecretStr
+    base_dn: str
+    schema_: Literal["rfc2307bis", "rfc2307"] = Field("rfc2307bis", alias="schema")
+    users_dn: str | None = Field(None, description="default ou=people,BASE")
+    groups_dn: str | None = Field(None, description="default ou=groups,BASE")
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class SlurmSettings(_Section):
+    cluster: str
+    sacctmgr: str = "sacctmgr"
+
+
+class KubeSettings(_Section):
+    namespace: str
+    kubeconfig: str | None = None
+
+
+class KeycloakSettings(_Section):
+    url: str
+    realm: str
+    client_id: str
+    client_secret: SecretStr
+
+
+class ReconcileSettings(_Section):
+    interval_seconds: int = Field(300, ge=5)
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="SUP_", env_nested_delimiter="__", extra="forbid", validate_default=True
+    )
+
+    database_url: str = Field("sqlite:///sup.db", description="SQLAlchemy URL; SQLite file by default")
+    ids: IdPolicy = IdPolicy()
+    accounts: AccountPolicy = AccountPolicy()
+    naming: UsernameRule = UsernameRule()
+    api: ApiSettings = ApiSettings()
+    ldap: LdapSettings | None = None
+    slurm: SlurmSettings | None = None
+    kube: KubeSettings | None = None
+    keycloak: KeycloakSettings | None = None
+    reconcile: ReconcileSettings = ReconcileSettings()
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        config_file = os.environ.get("SUP_CONFIG")
+        if config_file:
+            path = Path(config_file)
+            if not path.is_file():
+                raise FileNotFoundError(f"SUP_CONFIG names {config_file}, which is not a readable file")
+            sources.append(YamlConfigSettingsSource(settings_cls, yaml_file=path))
+        return tuple(sources)
+
+    def target_enabled(self, target: str) -> bool:
+        return getattr(self, target) is not None
+
+    def reserved_names(self) -> frozenset[str]:
+        return frozenset(self.accounts.extra_reserved_names) | self.naming.extra_reserved
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Settings from SUP_CONFIG and the environment; keyword overrides win (used by tests and the CLI)."""
+    return Settings(**overrides)
