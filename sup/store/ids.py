@@ -1,0 +1,116 @@
+"""uid and gid allocation: the one place numbers are handed out.
+
+Rules (see ../shared/notes/ldap-sssd.md for how FreeIPA, authentik and others do it):
+- A number supplied by a source is honoured when it lies in policy (the allocation range or a
+  configured `supplied_*_ranges`) and was never allocated before.
+- Otherwise the lowest free number at or above the kind's counter, within the range, is taken.
+- A number is never reused: allocations are never deleted, only marked released (tombstones).
+- Allocations of a kind are serialized by locking that kind's counter row for the rest of the
+  transaction (SELECT ... FOR UPDATE on PostgreSQL; SQLite's BEGIN IMMEDIATE already serializes), and
+  the (kind, number) primary key is the backstop: two transactions can never commit the same number.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Literal
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from sup.config import FORBIDDEN_IDS, IdRange
+from sup.errors import Conflict, FieldError, InvalidInput
+from sup.store.models import IdAllocation, IdCounter, utcnow
+
+Kind = Literal["uid", "gid"]
+_WINDOW = 256
+
+
+def _lock_counter(session: Session, kind: Kind) -> IdCounter:
+    counter = session.execute(
+        select(IdCounter).where(IdCounter.kind == kind).with_for_update()
+    ).scalar_one_or_none()
+    if counter is None:  # created by the first migration; recreated if someone deleted it
+        counter = IdCounter(kind=kind, next_number=0)
+        session.add(counter)
+        session.flush()
+    return counter
+
+
+def _describe(existing: IdAllocation) -> str:
+    if existing.released_at is None:
+        return f"is in use by {existing.owner_kind} {existing.owner_name!r}"
+    return (
+        f"belonged to {existing.owner_kind} {existing.owner_name!r} (released "
+        f"{existing.released_at:%Y-%m-%d}) and numbers are never reused"
+    )
+
+
+def claim(
+    session: Session,
+    kind: Kind,
+    number: int,
+    *,
+    owner_kind: str,
+    owner_name: str,
+    accepted: Iterable[IdRange],
+    field: str,
+) -> int:
+    """Take a number a source supplied, or raise InvalidInput (out of policy) / Conflict (taken)."""
+    ranges = list(accepted)
+    if number in FORBIDDEN_IDS:
+        raise InvalidInput(FieldError(field, f"{number} is a system id and cannot be assigned"))
+    if not any(number in r for r in ranges):
+        allowed = ", ".join(str(r) for r in ranges)
+        raise InvalidInput(FieldError(field, f"{number} is outside the allowed ranges ({allowed})"))
+    _lock_counter(session, kind)
+    existing = session.get(IdAllocation, (kind, number))
+    if existing is not None:
+        raise Conflict(f"{field} {number} {_describe(existing)}", field=field)
+    session.add(IdAllocation(kind=kind, number=number, owner_kind=owner_kind, owner_name=owner_name))
+    session.flush()
+    return number
+
+
+def is_free(session: Session, kind: Kind, number: int) -> bool:
+    return number not in FORBIDDEN_IDS and session.get(IdAllocation, (kind, number)) is None
+
+
+def allocate(
+    session: Session, kind: Kind, id_range: IdRange, *, owner_kind: str, owner_name: str, field: str
+) -> int:
+    """Hand out the lowest never-used number in `id_range` at or after the counter."""
+    counter = _lock_counter(session, kind)
+    candidate = counter.next_number if counter.next_number in id_range else id_range.min
+    while candidate <= id_range.max:
+        end = min(candidate + _WINDOW - 1, id_range.max)
+        taken = set(
+            session.scalars(
+                select(IdAllocation.number).where(
+                    IdAllocation.kind == kind, IdAllocation.number.between(candidate, end)
+                )
+            )
+        )
+        for number in range(candidate, end + 1):
+            if number not in taken and number not in FORBIDDEN_IDS:
+                session.add(
+                    IdAllocation(kind=kind, number=number, owner_kind=owner_kind, owner_name=owner_name)
+                )
+                counter.next_number = number + 1
+                session.flush()
+                return number
+        candidate = end + 1
+    raise Conflict(f"no free {kind} left in range {id_range}; widen ids.{kind}_range", field=field)
+
+
+def release(session: Session, kind: Kind, number: int) -> None:
+    """Mark a number released. It stays allocated forever, so nobody else will get it."""
+    allocation = session.get(IdAllocation, (kind, number))
+    if allocation is not None and allocation.released_at is None:
+        allocation.released_at = utcnow()
+
+
+def rename_owner(session: Session, kind: Kind, number: int, owner_name: str) -> None:
+    allocation = session.get(IdAllocation, (kind, number))
+    if allocation is not None:
+        allocation.owner_name = owner_name

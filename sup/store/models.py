@@ -1,0 +1,277 @@
+"""SQLAlchemy 2 typed mappings of every table SUP keeps.
+
+One metadata for all tables (Alembic compares against it), with a naming convention so that
+constraint names are the same on SQLite and PostgreSQL: the API maps a violated unique constraint back
+to the field it guards by that name (sup/api/errors.py).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    TypeDecorator,
+    UniqueConstraint,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.engine import Dialect
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+JsonType = JSON().with_variant(JSONB(), "postgresql")
+# uid/gid numbers go up to 2^32-2: wider than a signed 32-bit INTEGER.
+IdNumber = BigInteger
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class UtcDateTime(TypeDecorator[datetime]):
+    """Timezone-aware UTC datetimes on every backend (SQLite otherwise hands back naive values)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime given to a UTC column")
+        return value.astimezone(UTC)
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is not None and value.tzinfo is None:
+            return value.replace(tzinfo=UTC)
+        return value
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+    type_annotation_map = {datetime: UtcDateTime()}
+
+
+class TimestampMixin:
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
+
+
+class User(TimestampMixin, Base):
+    """A person as the store knows them. `version` guards updates (optimistic concurrency)."""
+
+    __tablename__ = "users"
+    __table_args__ = (UniqueConstraint("source", "external_id"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    username: Mapped[str] = mapped_column(String(32), unique=True)
+    display_name: Mapped[str | None] = mapped_column(String(256))
+    given_name: Mapped[str | None] = mapped_column(String(128))
+    family_name: Mapped[str | None] = mapped_column(String(128))
+    email: Mapped[str | None] = mapped_column(String(254), index=True)
+    uid_number: Mapped[int] = mapped_column(IdNumber, unique=True)
+    primary_gid: Mapped[int] = mapped_column(IdNumber)
+    login_shell: Mapped[str] = mapped_column(String(256))
+    home_directory: Mapped[str] = mapped_column(String(1024))
+    active: Mapped[bool] = mapped_column(Boolean, default=True)
+    external_id: Mapped[str | None] = mapped_column(String(256))
+    source: Mapped[str] = mapped_column(String(64), default="api")
+    version: Mapped[int] = mapped_column(Integer, nullable=False)
+
+    __mapper_args__ = {"version_id_col": version}
+
+    ssh_keys: Mapped[list[SshKey]] = relationship(
+        back_populates="user", cascade="all, delete-orphan", order_by="SshKey.id", passive_deletes=True
+    )
+    memberships: Mapped[list[Membership]] = relationship(
+        back_populates="user", cascade="all, delete-orphan", passive_deletes=True
+    )
+    private_group: Mapped[Group | None] = relationship(
+        back_populates="private_user", cascade="all, delete-orphan", passive_deletes=True
+    )
+
+
+class SshKey(Base):
+    """One SSH public key of one user. A key (by fingerprint) belongs to one person only."""
+
+    __tablename__ = "ssh_keys"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    key_type: Mapped[str] = mapped_column(String(64))
+    key_data: Mapped[str] = mapped_column(Text)
+    comment: Mapped[str] = mapped_column(String(1024), default="")
+    fingerprint: Mapped[str] = mapped_column(String(64), unique=True)
+    origin: Mapped[str] = mapped_column(String(16), default="admin")  # admin | idp | self
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+    user: Mapped[User] = relationship(back_populates="ssh_keys")
+
+    @property
+    def line(self) -> str:
+        return f"{self.key_type} {self.key_data} {self.comment}".rstrip()
+
+
+class Group(TimestampMixin, Base):
+    """A POSIX group. A user-private group has `private_user_id` set and follows its user."""
+
+    __tablename__ = "groups"
+    __table_args__ = (UniqueConstraint("source", "external_id"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(32), unique=True)
+    gid_number: Mapped[int] = mapped_column(IdNumber, unique=True)
+    description: Mapped[str | None] = mapped_column(String(1024))
+    external_id: Mapped[str | None] = mapped_column(String(256))
+    source: Mapped[str] = mapped_column(String(64), default="api")
+    private_user_id: Mapped[int | None] = mapped_column(
+        ForeignKey("users.id", ondelete="CASCADE"), unique=True
+    )
+    version: Mapped[int] = mapped_column(Integer, nullable=False)
+
+    __mapper_args__ = {"version_id_col": version}
+
+    private_user: Mapped[User | None] = relationship(back_populates="private_group")
+    memberships: Mapped[list[Membership]] = relationship(
+        back_populates="group", cascade="all, delete-orphan", passive_deletes=True
+    )
+
+
+class Membership(Base):
+    __tablename__ = "memberships"
+
+    group_id: Mapped[int] = mapped_column(ForeignKey("groups.id", ondelete="CASCADE"), primary_key=True)
+    user_id: Mapped[int] = mapped_column(
+        ForeignKey("users.id", ondelete="CASCADE"), primary_key=True, index=True
+    )
+    source: Mapped[str] = mapped_column(String(64), default="api")
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+    group: Mapped[Group] = relationship(back_populates="memberships")
+    user: Mapped[User] = relationship(back_populates="memberships")
+
+
+class SlurmAccount(TimestampMixin, Base):
+    """A Slurm account SUP manages; members of `group` get an association to it."""
+
+    __tablename__ = "slurm_accounts"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(64), unique=True)
+    parent: Mapped[str] = mapped_column(String(64), default="root", index=True)
+    description: Mapped[str | None] = mapped_column(String(1024))
+    organization: Mapped[str | None] = mapped_column(String(256))
+    fairshare: Mapped[int | None] = mapped_column(Integer)
+    qos: Mapped[list[str]] = mapped_column(JsonType, default=list)
+    default_qos: Mapped[str | None] = mapped_column(String(64))
+    limits: Mapped[dict[str, Any]] = mapped_column(JsonType, default=dict)
+    partitions: Mapped[list[str]] = mapped_column(JsonType, default=list)
+    group_id: Mapped[int | None] = mapped_column(ForeignKey("groups.id", ondelete="RESTRICT"), index=True)
+    version: Mapped[int] = mapped_column(Integer, nullable=False)
+
+    __mapper_args__ = {"version_id_col": version}
+
+    group: Mapped[Group | None] = relationship()
+
+
+class IdAllocation(Base):
+    """Every uid or gid ever handed out. Rows are never deleted: a released number keeps its row
+    (`released_at` set, a tombstone) so it is never given to somebody else."""
+
+    __tablename__ = "id_allocations"
+
+    kind: Mapped[str] = mapped_column(String(3), primary_key=True)  # uid | gid
+    number: Mapped[int] = mapped_column(IdNumber, primary_key=True)
+    owner_kind: Mapped[str] = mapped_column(String(8))  # user | group
+    owner_name: Mapped[str] = mapped_column(String(64))
+    allocated_at: Mapped[datetime] = mapped_column(default=utcnow)
+    released_at: Mapped[datetime | None] = mapped_column()
+
+
+class IdCounter(Base):
+    """Where the next automatic allocation of a kind starts looking. Its row is also the lock that
+    serializes allocations of that kind (SELECT ... FOR UPDATE on PostgreSQL)."""
+
+    __tablename__ = "id_counters"
+
+    kind: Mapped[str] = mapped_column(String(3), primary_key=True)
+    next_number: Mapped[int] = mapped_column(IdNumber, default=0)
+
+
+class ApiToken(Base):
+    """A bearer token. Only the SHA-256 of the secret is stored; `prefix` identifies it to humans."""
+
+    __tablename__ = "api_tokens"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(64), unique=True)
+    role: Mapped[str] = mapped_column(String(16))
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    prefix: Mapped[str] = mapped_column(String(16))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    created_by: Mapped[str] = mapped_column(String(128))
+    last_used_at: Mapped[datetime | None] = mapped_column()
+    expires_at: Mapped[datetime | None] = mapped_column()
+
+
+class AuditEntry(Base):
+    """One write: who (token name, or `cli:` + OS user), what, when, and the object before and after."""
+
+    __tablename__ = "audit_log"
+    __table_args__ = (Index(None, "resource_type", "resource_name"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    at: Mapped[datetime] = mapped_column(default=utcnow, index=True)
+    actor: Mapped[str] = mapped_column(String(128), index=True)
+    action: Mapped[str] = mapped_column(String(32))
+    resource_type: Mapped[str] = mapped_column(String(32))
+    resource_name: Mapped[str] = mapped_column(String(256))
+    before: Mapped[dict[str, Any] | None] = mapped_column(JsonType)
+    after: Mapped[dict[str, Any] | None] = mapped_column(JsonType)
+    request_id: Mapped[str | None] = mapped_column(String(64))
+
+
+class TargetStatus(Base):
+    """Per user and per target: in_sync, pending or error (with the last error), kept by name so that
+    the status of a deprovisioned user is still readable."""
+
+    __tablename__ = "target_status"
+
+    username: Mapped[str] = mapped_column(String(32), primary_key=True)
+    target: Mapped[str] = mapped_column(String(16), primary_key=True)
+    state: Mapped[str] = mapped_column(String(16), default="pending")
+    last_error: Mapped[str | None] = mapped_column(Text)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
+
+
+class OutboxMark(Base):
+    """A "dirty" mark: this user, group or Slurm account changed and the targets must catch up.
+
+    Written in the same transaction as the change. Marks coalesce per object; `generation` grows with
+    every mark so a consumer deletes a mark only if nothing re-marked it while it worked.
+    """
+
+    __tablename__ = "outbox"
+
+    kind: Mapped[str] = mapped_column(String(16), primary_key=True)  # user | group | slurm_account
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    generation: Mapped[int] = mapped_column(Integer, default=1)
+    marked_at: Mapped[datetime] = mapped_column(default=utcnow, index=True)
