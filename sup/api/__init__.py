@@ -1,0 +1,3 @@
+"""The HTTP layer: FastAPI app, authentication, problem+json errors, middleware, health endpoints."""
+
+API_PREFIX = "/api/v1"

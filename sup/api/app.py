@@ -1,0 +1,44 @@
+"""The FastAPI application: admin API under /api/v1, health endpoints, OpenAPI at /docs."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+from sqlalchemy import Engine
+
+from sup import __version__
+from sup.api import errors
+from sup.api.health import router as health_router
+from sup.api.middleware import BodyLimitMiddleware, MetricsMiddleware, RequestIdMiddleware
+from sup.audit.router import router as audit_router
+from sup.config import Settings
+from sup.groups.router import router as groups_router
+from sup.slurm_accounts.router import router as slurm_router
+from sup.store.session import make_engine, make_sessionmaker
+from sup.tokens.router import router as tokens_router
+from sup.users.router import router as users_router
+
+DESCRIPTION = """
+SUP provisions people and groups from an identity provider into LDAP, Slurm accounting and
+Kubernetes. Every endpoint but /healthz, /readyz and /metrics needs `Authorization: Bearer TOKEN`
+(`sup token create --name N --role admin|operator|viewer|scim`). Errors are problem+json bodies
+whose `errors` list names each offending field. Updates accept `If-Match` with the ETag of a read.
+"""
+
+
+def create_app(settings: Settings, engine: Engine | None = None) -> FastAPI:
+    engine = engine or make_engine(settings.database_url)
+    app = FastAPI(title="SUP", version=__version__, description=DESCRIPTION, docs_url="/docs")
+    app.state.settings = settings
+    app.state.engine = engine
+    app.state.sessions = make_sessionmaker(engine)
+
+    # Each router carries its full path (API_PREFIX included): route templates in metrics stay exact.
+    for router in (users_router, groups_router, slurm_router, tokens_router, audit_router, health_router):
+        app.include_router(router)
+    errors.install(app)
+
+    # Added last = outermost: request id first, so every other layer (and every error) can use it.
+    app.add_middleware(MetricsMiddleware)
+    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.api.max_body_bytes)
+    app.add_middleware(RequestIdMiddleware)
+    return app

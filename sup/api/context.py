@@ -1,0 +1,86 @@
+"""What each request handler gets: settings, a way to open a transaction, and who is acting.
+
+`Viewer`, `Operator` and `Admin` are dependencies that authenticate the bearer token and check its
+role: 401 without a valid token, 403 when the token's role is not enough.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends, Header, HTTPException, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from sqlalchemy.orm import Session, sessionmaker
+
+from sup.config import Settings
+from sup.errors import FieldError, InvalidInput
+from sup.store.audit import Actor
+from sup.tokens.service import Role, authenticate, role_allows
+
+_bearer = HTTPBearer(auto_error=False, description="a token from `sup token create`")
+
+
+@dataclass(frozen=True)
+class ApiContext:
+    settings: Settings
+    sessions: sessionmaker[Session]
+    actor: Actor
+
+    @contextmanager
+    def transaction(self) -> Iterator[Session]:
+        """Commit when the block ends normally: the answer is sent only after the commit."""
+        with self.sessions.begin() as session:
+            yield session
+
+
+def _unauthorized(detail: str) -> HTTPException:
+    return HTTPException(401, detail, headers={"WWW-Authenticate": 'Bearer realm="sup"'})
+
+
+def requires(needed: Role) -> object:
+    def dependency(
+        request: Request, credentials: HTTPAuthorizationCredentials | None = Depends(_bearer)
+    ) -> ApiContext:
+        if credentials is None or credentials.scheme.lower() != "bearer":
+            raise _unauthorized("a bearer token is required (Authorization: Bearer ...)")
+        sessions: sessionmaker[Session] = request.app.state.sessions
+        with sessions.begin() as session:
+            token = authenticate(session, credentials.credentials)
+            if token is None:
+                raise _unauthorized("the bearer token is not valid (unknown, revoked or expired)")
+            name, role = token.name, token.role
+        if not role_allows(role, needed):
+            raise HTTPException(403, f"token {name!r} has role {role}; this needs {needed.value}")
+        actor = Actor(name=name, role=role, request_id=getattr(request.state, "request_id", None))
+        return ApiContext(settings=request.app.state.settings, sessions=sessions, actor=actor)
+
+    return Depends(dependency)
+
+
+Viewer = Annotated[ApiContext, requires(Role.viewer)]
+Operator = Annotated[ApiContext, requires(Role.operator)]
+Admin = Annotated[ApiContext, requires(Role.admin)]
+
+_ETAG = re.compile(r'^(W/)?"?(\d{1,18})"?$')
+
+
+def if_match(
+    value: Annotated[
+        str | None,
+        Header(alias="If-Match", description='the ETag read before, e.g. "3"; a mismatch gives 412'),
+    ] = None,
+) -> int | None:
+    """The version the client expects, from If-Match (`"3"`, `W/"3"` or `*` for any)."""
+    if value is None or value.strip() == "*":
+        return None
+    match = _ETAG.match(value.strip())
+    if match is None:
+        raise InvalidInput(FieldError("If-Match", 'must be an ETag this API returned, such as "3"'))
+    return int(match.group(2))
+
+
+IfMatch = Annotated[int | None, Depends(if_match)]

@@ -1,0 +1,116 @@
+"""ASGI middleware: request ids, the request-body size limit, and HTTP metrics.
+
+Written as plain ASGI (not BaseHTTPMiddleware) so that streaming bodies are counted as they arrive:
+a body over the limit is refused with 413 before it is all read, whether or not it has a
+Content-Length.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import uuid
+
+from prometheus_client import Counter, Histogram
+from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+_SAFE_REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+
+HTTP_REQUESTS = Counter("sup_http_requests_total", "HTTP requests answered", ["method", "route", "status"])
+HTTP_DURATION = Histogram(
+    "sup_http_request_duration_seconds", "Time to answer an HTTP request", ["method", "route"]
+)
+
+
+class RequestIdMiddleware:
+    """Take a safe X-Request-ID from the client or make one; echo it and keep it in request.state."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        incoming = dict(scope.get("headers", [])).get(b"x-request-id", b"").decode("latin-1")
+        request_id = incoming if _SAFE_REQUEST_ID.match(incoming) else uuid.uuid4().hex
+        scope.setdefault("state", {})["request_id"] = request_id
+
+        async def send_with_id(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message.setdefault("headers", []).append((b"x-request-id", request_id.encode()))
+            await send(message)
+
+        await self.app(scope, receive, send_with_id)
+
+
+class BodyLimitMiddleware:
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        too_large = f"the request body is larger than {self.max_bytes} bytes"
+        declared = dict(scope.get("headers", [])).get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
+            await _send_413(scope, send, too_large)
+            return
+        received = 0
+
+        async def counting_receive() -> Message:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.max_bytes:
+                    # Raised inside the handler's body read; FastAPI lets HTTPException through.
+                    raise HTTPException(413, too_large)
+            return message
+
+        await self.app(scope, counting_receive, send)
+
+
+async def _send_413(scope: Scope, send: Send, detail: str) -> None:
+    from sup.api.errors import problem  # local: errors imports models, keep this module light
+
+    response = problem(None, 413, detail, request_id=scope.get("state", {}).get("request_id"))
+
+    async def no_body() -> Message:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    await response(scope, no_body, send)
+
+
+class MetricsMiddleware:
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = {"code": 500}
+
+        async def recording_send(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                status["code"] = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, recording_send)
+        finally:
+            route = _route_template(scope)
+            HTTP_REQUESTS.labels(scope["method"], route, str(status["code"])).inc()
+            HTTP_DURATION.labels(scope["method"], route).observe(time.perf_counter() - started)
+
+
+def _route_template(scope: Scope) -> str:
+    """The route's path template (`/api/v1/users/{username}`), never the raw path: bounded labels."""
+    route = scope.get("route")
+    path = getattr(route, "path", None)
+    return path if isinstance(path, str) else "unmatched"

@@ -1,0 +1,1 @@
+"""Pieces shared by the resource packages (users, groups, Slurm accounts, tokens, audit)."""

@@ -1,0 +1,74 @@
+"""Membership changes as deltas, from either side (a user's groups or a group's members).
+
+Every change marks both the user and the group dirty: the LDAP target rewrites the group's member
+list, the Slurm target the user's associations.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy.orm import Session
+
+from sup.store.models import Group, Membership, User
+from sup.store.outbox import mark_dirty
+
+
+def _link(session: Session, group: Group, user: User, source: str) -> None:
+    session.add(Membership(group_id=group.id, user_id=user.id, source=source))
+    mark_dirty(session, "group", group.name)
+    mark_dirty(session, "user", user.username)
+
+
+def _unlink(session: Session, membership: Membership) -> None:
+    mark_dirty(session, "group", membership.group.name)
+    mark_dirty(session, "user", membership.user.username)
+    session.delete(membership)
+
+
+def set_user_groups(session: Session, user: User, groups: list[Group], source: str) -> bool:
+    """Make `groups` exactly the user's ordinary groups. Returns whether anything changed."""
+    wanted = {g.id: g for g in groups}
+    current = {m.group_id: m for m in user.memberships}
+    for group_id, membership in current.items():
+        if group_id not in wanted:
+            _unlink(session, membership)
+    for group_id, group in wanted.items():
+        if group_id not in current:
+            _link(session, group, user, source)
+    session.flush()
+    session.expire(user, ["memberships"])
+    return set(wanted) != set(current)
+
+
+def set_group_members(session: Session, group: Group, users: list[User], source: str) -> bool:
+    """Make `users` exactly the group's members. Returns whether anything changed."""
+    wanted = {u.id: u for u in users}
+    current = {m.user_id: m for m in group.memberships}
+    for user_id, membership in current.items():
+        if user_id not in wanted:
+            _unlink(session, membership)
+    for user_id, user in wanted.items():
+        if user_id not in current:
+            _link(session, group, user, source)
+    session.flush()
+    session.expire(group, ["memberships"])
+    return set(wanted) != set(current)
+
+
+def add_member(session: Session, group: Group, user: User, source: str) -> bool:
+    """Idempotent: adding a member twice is not an error. Returns whether anything changed."""
+    if session.get(Membership, (group.id, user.id)) is not None:
+        return False
+    _link(session, group, user, source)
+    session.flush()
+    session.expire(group, ["memberships"])
+    return True
+
+
+def remove_member(session: Session, group: Group, user: User) -> bool:
+    membership = session.get(Membership, (group.id, user.id))
+    if membership is None:
+        return False
+    _unlink(session, membership)
+    session.flush()
+    session.expire(group, ["memberships"])
+    return True

@@ -1,0 +1,58 @@
+"""/api/v1/tokens: admin-only token management (the CLI does the same for bootstrapping)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from fastapi import APIRouter, Response
+from pydantic import BaseModel, Field
+
+from sup.api import API_PREFIX
+from sup.api.context import Admin
+from sup.common.schemas import Body
+from sup.tokens import service
+from sup.tokens.service import Role
+
+
+class TokenCreate(Body):
+    name: str = Field(pattern=service.NAME_PATTERN, description="unique; SCIM connections are named by it")
+    role: Role
+    expires_at: datetime | None = Field(None, description="optional expiry (timezone-aware)")
+
+
+class TokenOut(BaseModel):
+    name: str
+    role: str
+    prefix: str = Field(description="the first characters of the token, to recognise it")
+    created_at: str
+    created_by: str
+    last_used_at: str | None
+    expires_at: str | None
+
+
+class TokenCreated(TokenOut):
+    token: str = Field(description="the bearer token; shown this once, stored only as a hash")
+
+
+router = APIRouter(prefix=API_PREFIX + "/tokens", tags=["tokens"])
+
+
+@router.get("", response_model=list[TokenOut], summary="List tokens (never their secrets)")
+def list_tokens(ctx: Admin) -> list[TokenOut]:
+    with ctx.transaction() as session:
+        return [TokenOut.model_validate(service.token_view(t)) for t in service.list_tokens(session)]
+
+
+@router.post("", status_code=201, response_model=TokenCreated, summary="Create a token")
+def create_token(ctx: Admin, body: TokenCreate) -> TokenCreated:
+    with ctx.transaction() as session:
+        token, secret = service.create_token(session, ctx.actor, body.name, body.role, body.expires_at)
+        view = service.token_view(token)
+    return TokenCreated(token=secret, **view)
+
+
+@router.delete("/{name}", status_code=204, summary="Revoke a token")
+def revoke_token(ctx: Admin, name: str) -> Response:
+    with ctx.transaction() as session:
+        service.revoke_token(session, ctx.actor, name)
+    return Response(status_code=204)

@@ -1,0 +1,1 @@
+"""Users: POSIX accounts of people, their SSH keys and group memberships."""

@@ -1,0 +1,218 @@
+"""/api/v1/users against a real database: create, read, list, update, delete."""
+
+from __future__ import annotations
+
+from fastapi.testclient import TestClient
+from sqlalchemy.orm import Session, sessionmaker
+
+from sup.store.outbox import pending
+from tests.api.helpers import fields, row_counts
+from tests.support import keys
+
+USERS = "/api/v1/users"
+
+
+def test_create_returns_the_user_with_allocated_ids(client: TestClient, operator: dict[str, str]) -> None:
+    key = keys.ed25519_key("kim@laptop")
+    response = client.post(
+        USERS,
+        json={
+            "username": "kim",
+            "email": "kim@corp.example",
+            "display_name": "Kim Wexler",
+            "ssh_public_keys": [key],
+        },
+        headers=operator,
+    )
+    assert response.status_code == 201, response.text
+    body = response.json()
+    assert body["username"] == "kim"
+    assert body["uid_number"] == 10000 and body["primary_gid"] == 10000
+    assert body["login_shell"] == "/bin/bash" and body["home_directory"] == "/home/kim"
+    assert body["ssh_public_keys"] == [key]
+    assert body["active"] is True and body["source"] == "api" and body["version"] == 1
+    assert response.headers["etag"] == '"1"'
+    assert response.headers["location"] == "/api/v1/users/kim"
+    read = client.get(f"{USERS}/kim", headers=operator)
+    assert read.status_code == 200 and read.json() == body
+
+
+def test_create_marks_user_and_private_group_dirty(
+    client: TestClient, operator: dict[str, str], sessions: sessionmaker[Session]
+) -> None:
+    client.post("/api/v1/groups", json={"name": "physics"}, headers=operator)
+    client.post(USERS, json={"username": "kim", "groups": ["physics"]}, headers=operator)
+    with sessions() as session:
+        marks = {(kind, name) for kind, name, _ in pending(session)}
+    assert {("user", "kim"), ("group", "kim"), ("group", "physics")} <= marks
+
+
+def test_duplicate_username_is_409(client: TestClient, operator: dict[str, str]) -> None:
+    assert client.post(USERS, json={"username": "kim"}, headers=operator).status_code == 201
+    response = client.post(USERS, json={"username": "kim"}, headers=operator)
+    assert response.status_code == 409
+    assert fields(response.json()) == {"username"}
+
+
+def test_username_clashing_with_a_group_is_409(client: TestClient, operator: dict[str, str]) -> None:
+    client.post("/api/v1/groups", json={"name": "physics"}, headers=operator)
+    response = client.post(USERS, json={"username": "physics"}, headers=operator)
+    assert response.status_code == 409
+    assert "private group needs that name" in response.json()["detail"]
+
+
+def test_list_paginates_and_filters(client: TestClient, operator: dict[str, str]) -> None:
+    client.post("/api/v1/groups", json={"name": "physics"}, headers=operator)
+    for i in range(7):
+        client.post(
+            USERS,
+            json={
+                "username": f"user{i}",
+                "email": f"u{i}@lab.example",
+                "active": i % 2 == 0,
+                "groups": ["physics"] if i < 3 else [],
+            },
+            headers=operator,
+        )
+    page = client.get(USERS, params={"limit": 3, "offset": 3}, headers=operator).json()
+    assert page["total"] == 7 and page["limit"] == 3 and page["offset"] == 3
+    assert [u["username"] for u in page["items"]] == ["user3", "user4", "user5"]
+    inactive = client.get(USERS, params={"active": "false"}, headers=operator).json()
+    assert [u["username"] for u in inactive["items"]] == ["user1", "user3", "user5"]
+    members = client.get(USERS, params={"group": "physics"}, headers=operator).json()
+    assert [u["username"] for u in members["items"]] == ["user0", "user1", "user2"]
+    search = client.get(USERS, params={"q": "U4@LAB"}, headers=operator).json()
+    assert [u["username"] for u in search["items"]] == ["user4"]
+    # LIKE wildcards in q are literal: "_" must not match every character.
+    assert client.get(USERS, params={"q": "user_"}, headers=operator).json()["total"] == 0
+
+
+def test_page_size_is_capped(client: TestClient, viewer: dict[str, str]) -> None:
+    response = client.get(USERS, params={"limit": 100000}, headers=viewer)
+    assert response.status_code == 422 and fields(response.json()) == {"limit"}
+
+
+def test_patch_changes_fields_and_bumps_version(client: TestClient, operator: dict[str, str]) -> None:
+    client.post(USERS, json={"username": "kim", "email": "kim@a.example"}, headers=operator)
+    key = keys.ed25519_key("new")
+    response = client.patch(
+        f"{USERS}/kim",
+        json={
+            "email": None,
+            "display_name": "Kim",
+            "login_shell": "/bin/zsh",
+            "ssh_public_keys": [key],
+            "active": False,
+        },
+        headers={**operator, "If-Match": '"1"'},
+    )
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["email"] is None and body["display_name"] == "Kim" and body["login_shell"] == "/bin/zsh"
+    assert body["ssh_public_keys"] == [key] and body["active"] is False
+    assert body["version"] == 2 and response.headers["etag"] == '"2"'
+
+
+def test_patch_with_stale_etag_is_412_and_changes_nothing(
+    client: TestClient, operator: dict[str, str]
+) -> None:
+    client.post(USERS, json={"username": "kim"}, headers=operator)
+    client.patch(f"{USERS}/kim", json={"display_name": "first"}, headers=operator)
+    response = client.patch(
+        f"{USERS}/kim", json={"display_name": "second"}, headers={**operator, "If-Match": '"1"'}
+    )
+    assert response.status_code == 412
+    assert client.get(f"{USERS}/kim", headers=operator).json()["display_name"] == "first"
+
+
+def test_patch_that_changes_nothing_keeps_the_version(client: TestClient, operator: dict[str, str]) -> None:
+    client.post(USERS, json={"username": "kim", "email": "k@x.example"}, headers=operator)
+    response = client.patch(f"{USERS}/kim", json={"email": "k@x.example"}, headers=operator)
+    assert response.json()["version"] == 1
+
+
+def test_patch_ssh_keys_alone_bumps_the_version(client: TestClient, operator: dict[str, str]) -> None:
+    client.post(USERS, json={"username": "kim"}, headers=operator)
+    response = client.patch(f"{USERS}/kim", json={"ssh_public_keys": [keys.ed25519_key()]}, headers=operator)
+    assert response.json()["version"] == 2
+
+
+def test_rename_moves_private_group_home_and_ids(
+    client: TestClient, operator: dict[str, str], sessions: sessionmaker[Session]
+) -> None:
+    client.post("/api/v1/groups", json={"name": "physics"}, headers=operator)
+    client.post(USERS, json={"username": "kim", "groups": ["physics"]}, headers=operator)
+    response = client.patch(f"{USERS}/kim", json={"username": "kwexler"}, headers=operator)
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["username"] == "kwexler" and body["uid_number"] == 10000
+    assert body["home_directory"] == "/home/kwexler" and body["groups"] == ["physics"]
+    assert client.get(f"{USERS}/kim", headers=operator).status_code == 404
+    private = client.get("/api/v1/groups/kwexler", headers=operator).json()
+    assert private["private"] is True and private["gid_number"] == 10000
+    assert client.get("/api/v1/groups/physics", headers=operator).json()["members"] == ["kwexler"]
+    with sessions() as session:
+        marks = {(kind, name) for kind, name, _ in pending(session)}
+    assert {("user", "kim"), ("user", "kwexler"), ("group", "kim"), ("group", "kwexler")} <= marks
+
+
+def test_change_uid_releases_the_old_one(client: TestClient, operator: dict[str, str]) -> None:
+    client.post(USERS, json={"username": "kim"}, headers=operator)
+    assert (
+        client.patch(f"{USERS}/kim", json={"uid_number": 12345}, headers=operator).json()["uid_number"]
+        == 12345
+    )
+    response = client.post(USERS, json={"username": "bob", "uid_number": 10000}, headers=operator)
+    assert response.status_code == 409 and "never reused" in response.json()["detail"]
+
+
+def test_primary_gid_of_a_private_group_user_changes_through_the_group(
+    client: TestClient, operator: dict[str, str]
+) -> None:
+    client.post(USERS, json={"username": "kim"}, headers=operator)
+    response = client.patch(f"{USERS}/kim", json={"primary_gid": 50001}, headers=operator)
+    assert response.status_code == 422 and fields(response.json()) == {"primary_gid"}
+    assert client.patch("/api/v1/groups/kim", json={"gid_number": 10500}, headers=operator).status_code == 200
+    assert client.get(f"{USERS}/kim", headers=operator).json()["primary_gid"] == 10500
+
+
+def test_delete_removes_user_private_group_and_memberships(
+    client: TestClient, operator: dict[str, str], sessions: sessionmaker[Session]
+) -> None:
+    client.post("/api/v1/groups", json={"name": "physics"}, headers=operator)
+    kim = {"username": "kim", "groups": ["physics"], "ssh_public_keys": [keys.ed25519_key()]}
+    client.post(USERS, json=kim, headers=operator)
+    before = row_counts(sessions)
+    response = client.delete(f"{USERS}/kim", headers={**operator, "If-Match": '"1"'})
+    assert response.status_code == 204
+    assert client.get(f"{USERS}/kim", headers=operator).status_code == 404
+    assert client.get("/api/v1/groups/kim", headers=operator).status_code == 404
+    assert client.get("/api/v1/groups/physics", headers=operator).json()["members"] == []
+    after = row_counts(sessions)
+    assert after["users"] == before["users"] - 1 and after["ssh_keys"] == before["ssh_keys"] - 1
+    assert after["id_allocations"] == before["id_allocations"]  # tombstones stay
+
+
+def test_delete_with_stale_etag_is_412(client: TestClient, operator: dict[str, str]) -> None:
+    client.post(USERS, json={"username": "kim"}, headers=operator)
+    assert client.delete(f"{USERS}/kim", headers={**operator, "If-Match": '"7"'}).status_code == 412
+    assert client.get(f"{USERS}/kim", headers=operator).status_code == 200
+
+
+def test_unknown_user_is_404_problem(client: TestClient, viewer: dict[str, str]) -> None:
+    response = client.get(f"{USERS}/ghost", headers=viewer)
+    assert response.status_code == 404
+    assert response.headers["content-type"] == "application/problem+json"
+    assert response.json()["detail"] == "user 'ghost' does not exist"
+
+
+def test_status_reports_disabled_targets(client: TestClient, operator: dict[str, str]) -> None:
+    client.post(USERS, json={"username": "kim"}, headers=operator)
+    status = client.get(f"{USERS}/kim/status", headers=operator).json()
+    assert status == {
+        "username": "kim",
+        "targets": [
+            {"target": t, "state": "disabled", "last_error": None, "attempts": 0}
+            for t in ("ldap", "slurm", "kube")
+        ],
+    }
