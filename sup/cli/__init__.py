@@ -1,0 +1,56 @@
+"""The `sup` command line."""
+
+from __future__ import annotations
+
+import typer
+
+from sup import __version__
+from sup.cli import db, identities, tokens
+from sup.cli.common import Exit, context, fail
+
+app = typer.Typer(
+    name="sup",
+    help="SUP provisions identity-provider users and groups into LDAP, Slurm accounting and Kubernetes.\n\n"
+    "Settings come from SUP_* environment variables and the YAML file named by SUP_CONFIG.\n\n"
+    "Exit codes: 0 ok, 1 error, 2 usage, 3 not found, 4 conflict, 5 invalid input, "
+    "6 settings or database not ready, 7 precondition failed.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+app.add_typer(db.app, name="db")
+app.add_typer(tokens.app, name="token")
+app.add_typer(identities.user_app, name="user")
+app.add_typer(identities.group_app, name="group")
+
+
+@app.command()
+def serve(
+    host: str = typer.Option("127.0.0.1", "--host", help="address to listen on (0.0.0.0 for all)"),
+    port: int = typer.Option(8080, "--port", min=1, max=65535, help="TCP port"),
+    log_level: str = typer.Option("info", "--log-level", help="uvicorn log level"),
+) -> None:
+    """Run the API (and, in later releases, the reconciler). The schema must be current."""
+    import uvicorn
+
+    from sup.api.app import create_app
+
+    cli = context()
+    cli.require_migrated()
+    app_ = create_app(cli.settings, cli.engine)
+    try:
+        uvicorn.run(app_, host=host, port=port, log_level=log_level, proxy_headers=False, server_header=False)
+    except OSError as exc:  # pragma: no cover - e.g. the port is taken
+        fail(f"cannot listen on {host}:{port}: {exc}", Exit.NOT_READY)
+
+
+@app.command()
+def version() -> None:
+    """Print SUP's version."""
+    typer.echo(__version__)
+
+
+def main() -> None:
+    app()
+
+
+__all__ = ["app", "context", "main"]
