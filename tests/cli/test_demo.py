@@ -1,0 +1,30 @@
+"""README's first command keeps working: scripts/demo sets up, seeds the sample data and serves it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+from tests.support.cli import run_sup, sup_env
+from tests.support.ports import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_demo_seeds_sample_users_and_is_rerunnable(tmp_path: Path) -> None:
+    env = sup_env(SUP_DEMO_DIR=str(tmp_path), SUP_DEMO_PORT=str(free_port()))
+    for _ in range(2):  # the second run finds everything in place and still succeeds
+        result = subprocess.run(
+            [str(ROOT / "scripts" / "demo"), "--once"], env=env, capture_output=True, text=True, timeout=300
+        )
+        assert result.returncode == 0, result.stderr[-2000:]
+        assert "SUP is running on" in result.stdout
+    database = sup_env(SUP_DATABASE_URL=f"sqlite:///{tmp_path / 'sup.db'}")
+    users = run_sup("user", "list", "--json", env=database)
+    by_name = {u["username"]: u for u in json.loads(users.stdout)}
+    expected = json.loads((ROOT / "examples" / "demo.json").read_text())
+    assert set(by_name) == {u["username"] for u in expected["users"]}
+    assert by_name["kim"]["groups"] == ["ml-research", "physics"]
+    assert by_name["nacho"]["active"] is False
+    assert (tmp_path / "admin-token").stat().st_mode & 0o077 == 0  # the token file is private
