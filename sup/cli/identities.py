@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
 import typer
+from pydantic import BaseModel
 from rich.table import Table
+from sqlalchemy.orm import Session
 
 from sup.cli.common import context, out, print_json
 from sup.groups import service as groups
@@ -14,6 +19,33 @@ user_app = typer.Typer(help="Users in the store.", no_args_is_help=True)
 group_app = typer.Typer(help="Groups in the store.", no_args_is_help=True)
 
 PAGE = 1000
+T = TypeVar("T")
+
+
+def _everything(session: Session, fetch: Callable[[Session, int, int], tuple[list[T], int]]) -> list[T]:
+    """All rows of a paged listing, a page at a time (bounded memory per query)."""
+    rows: list[T] = []
+    offset = 0
+    while True:
+        page, total = fetch(session, PAGE, offset)
+        rows += page
+        offset += PAGE
+        if offset >= total:
+            return rows
+
+
+def _show(data: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        print_json(data)
+        return
+    table = Table("field", "value", show_header=False)
+    for key, value in data.items():
+        table.add_row(key, "\n".join(value) if isinstance(value, list) else str(value))
+    out.print(table)
+
+
+def _dump(rows: Sequence[BaseModel]) -> None:
+    print_json([row.model_dump(mode="json") for row in rows])
 
 
 @user_app.command("list")
@@ -27,27 +59,19 @@ def user_list(
     """List users (all of them, sorted by username)."""
     cli = context()
     flt = users.UserFilter(active=active, group=group)
-    rows = []
     with cli.transaction() as session:
-        offset = 0
-        while True:
-            page, total = users.list_users(session, flt, PAGE, offset)
-            rows += [users.to_out(u) for u in page]
-            offset += PAGE
-            if offset >= total:
-                break
+        rows = [
+            users.to_out(u)
+            for u in _everything(session, lambda s, limit, offset: users.list_users(s, flt, limit, offset))
+        ]
     if as_json:
-        print_json([r.model_dump(mode="json") for r in rows])
+        _dump(rows)
         return
     table = Table("username", "uid", "gid", "active", "email", "groups")
     for r in rows:
+        active_text = "yes" if r.active else "no"
         table.add_row(
-            r.username,
-            str(r.uid_number),
-            str(r.primary_gid),
-            "yes" if r.active else "no",
-            r.email or "",
-            ",".join(r.groups),
+            r.username, str(r.uid_number), str(r.primary_gid), active_text, r.email or "", ",".join(r.groups)
         )
     out.print(table)
 
@@ -60,13 +84,7 @@ def user_show(
     cli = context()
     with cli.transaction() as session:
         data = users.to_out(users.get_user(session, username)).model_dump(mode="json")
-    if as_json:
-        print_json(data)
-        return
-    table = Table("field", "value", show_header=False)
-    for key, value in data.items():
-        table.add_row(key, "\n".join(value) if isinstance(value, list) else str(value))
-    out.print(table)
+    _show(data, as_json)
 
 
 @group_app.command("list")
@@ -79,17 +97,13 @@ def group_list(
     """List groups (sorted by name)."""
     cli = context()
     flt = groups.GroupFilter(private=private)
-    rows = []
     with cli.transaction() as session:
-        offset = 0
-        while True:
-            page, total = groups.list_groups(session, flt, PAGE, offset)
-            rows += [groups.to_out(g) for g in page]
-            offset += PAGE
-            if offset >= total:
-                break
+        rows = [
+            groups.to_out(g)
+            for g in _everything(session, lambda s, limit, offset: groups.list_groups(s, flt, limit, offset))
+        ]
     if as_json:
-        print_json([r.model_dump(mode="json") for r in rows])
+        _dump(rows)
         return
     table = Table("name", "gid", "private", "members")
     for r in rows:
@@ -105,10 +119,4 @@ def group_show(
     cli = context()
     with cli.transaction() as session:
         data = groups.to_out(require_group(session, name)).model_dump(mode="json")
-    if as_json:
-        print_json(data)
-        return
-    table = Table("field", "value", show_header=False)
-    for key, value in data.items():
-        table.add_row(key, "\n".join(value) if isinstance(value, list) else str(value))
-    out.print(table)
+    _show(data, as_json)

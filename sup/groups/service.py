@@ -20,7 +20,14 @@ from sup.groups.membership import add_member, remove_member, set_group_members
 from sup.groups.schemas import GroupCreate, GroupOut, GroupPatch
 from sup.store import ids
 from sup.store.audit import Actor, record
-from sup.store.lookup import group_by_name, require_group, require_user, user_by_name, users_by_names
+from sup.store.lookup import (
+    contains,
+    group_by_name,
+    require_group,
+    require_user,
+    user_by_name,
+    users_by_names,
+)
 from sup.store.models import Group, Membership, SlurmAccount, User, utcnow
 from sup.store.outbox import mark_dirty
 from sup.users.service import private_gid_ranges
@@ -134,8 +141,7 @@ def _filtered(statement: Select[Any], flt: GroupFilter) -> Select[Any]:
             )
         )
     if flt.q:
-        pattern = "%" + flt.q.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-        statement = statement.where(Group.name.like(pattern, escape="\\"))
+        statement = statement.where(contains(Group.name, flt.q))
     return statement
 
 

@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import ColumnElement, func, select
 from sqlalchemy.orm import Session
 
 from sup.errors import FieldError, InvalidInput, NotFound
 from sup.store.models import Group, SlurmAccount, User
+
+
+def contains(column: Any, text: str) -> ColumnElement[bool]:
+    """Case-insensitive substring match where `%`, `_` and `\\` in `text` are literal characters."""
+    escaped = text.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return func.lower(column).like(f"%{escaped}%", escape="\\")
 
 
 def user_by_name(session: Session, username: str) -> User | None:

@@ -21,7 +21,7 @@ from sup.errors import Conflict, FieldError, InvalidInput
 from sup.groups.membership import set_user_groups
 from sup.store import ids
 from sup.store.audit import Actor, record
-from sup.store.lookup import group_by_name, groups_by_names, require_user, user_by_name
+from sup.store.lookup import contains, group_by_name, groups_by_names, require_user, user_by_name
 from sup.store.models import Group, Membership, SlurmAccount, SshKey, User, utcnow
 from sup.store.outbox import mark_dirty
 from sup.users.schemas import UserCreate, UserOut, UserPatch
@@ -288,14 +288,8 @@ def _filtered(statement: Select[Any], flt: UserFilter) -> Select[Any]:
             )
         )
     if flt.q:
-        pattern = "%" + flt.q.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-        statement = statement.where(
-            or_(
-                User.username.like(pattern, escape="\\"),
-                func.lower(User.email).like(pattern, escape="\\"),
-                func.lower(User.display_name).like(pattern, escape="\\"),
-            )
-        )
+        columns = (User.username, User.email, User.display_name)
+        statement = statement.where(or_(*(contains(column, flt.q) for column in columns)))
     return statement
 
 
