@@ -7,10 +7,11 @@ from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel
-from sqlalchemy import Select, func, select
+from sqlalchemy import ColumnElement
 from sqlalchemy.orm import Session
 
 from sup.store.models import AuditEntry
+from sup.store.paging import fetch_page
 
 
 class AuditEntryOut(BaseModel):
@@ -34,7 +35,8 @@ class AuditFilter:
     since: datetime | None = None
 
 
-def _filtered(statement: Select[Any], flt: AuditFilter) -> Select[Any]:
+def _conditions(flt: AuditFilter) -> list[ColumnElement[bool]]:
+    conditions: list[ColumnElement[bool]] = []
     for column, value in (
         (AuditEntry.actor, flt.actor),
         (AuditEntry.action, flt.action),
@@ -42,17 +44,14 @@ def _filtered(statement: Select[Any], flt: AuditFilter) -> Select[Any]:
         (AuditEntry.resource_name, flt.resource_name),
     ):
         if value is not None:
-            statement = statement.where(column == value)
+            conditions.append(column == value)
     if flt.since is not None:
-        statement = statement.where(AuditEntry.at >= flt.since)
-    return statement
+        conditions.append(AuditEntry.at >= flt.since)
+    return conditions
 
 
 def list_entries(
     session: Session, flt: AuditFilter, limit: int, offset: int
 ) -> tuple[list[AuditEntryOut], int]:
-    total = session.scalar(_filtered(select(func.count()).select_from(AuditEntry), flt)) or 0
-    rows = session.scalars(
-        _filtered(select(AuditEntry), flt).order_by(AuditEntry.id.desc()).limit(limit).offset(offset)
-    )
+    rows, total = fetch_page(session, AuditEntry, _conditions(flt), AuditEntry.id.desc(), limit, offset)
     return [AuditEntryOut.model_validate(row, from_attributes=True) for row in rows], total

@@ -24,34 +24,34 @@ def _unlink(session: Session, membership: Membership) -> None:
     session.delete(membership)
 
 
-def set_user_groups(session: Session, user: User, groups: list[Group], source: str) -> bool:
-    """Make `groups` exactly the user's ordinary groups. Returns whether anything changed."""
-    wanted = {g.id: g for g in groups}
-    current = {m.group_id: m for m in user.memberships}
-    for group_id, membership in current.items():
-        if group_id not in wanted:
+def _replace(
+    session: Session, current: dict[int, Membership], wanted: dict[int, tuple[Group, User]], source: str
+) -> bool:
+    """Delete the memberships not wanted, add the wanted ones missing. Returns whether anything changed."""
+    for key, membership in current.items():
+        if key not in wanted:
             _unlink(session, membership)
-    for group_id, group in wanted.items():
-        if group_id not in current:
+    for key, (group, user) in wanted.items():
+        if key not in current:
             _link(session, group, user, source)
     session.flush()
-    session.expire(user, ["memberships"])
     return set(wanted) != set(current)
+
+
+def set_user_groups(session: Session, user: User, groups: list[Group], source: str) -> bool:
+    """Make `groups` exactly the user's ordinary groups."""
+    current = {m.group_id: m for m in user.memberships}
+    changed = _replace(session, current, {g.id: (g, user) for g in groups}, source)
+    session.expire(user, ["memberships"])
+    return changed
 
 
 def set_group_members(session: Session, group: Group, users: list[User], source: str) -> bool:
-    """Make `users` exactly the group's members. Returns whether anything changed."""
-    wanted = {u.id: u for u in users}
+    """Make `users` exactly the group's members."""
     current = {m.user_id: m for m in group.memberships}
-    for user_id, membership in current.items():
-        if user_id not in wanted:
-            _unlink(session, membership)
-    for user_id, user in wanted.items():
-        if user_id not in current:
-            _link(session, group, user, source)
-    session.flush()
+    changed = _replace(session, current, {u.id: (group, u) for u in users}, source)
     session.expire(group, ["memberships"])
-    return set(wanted) != set(current)
+    return changed
 
 
 def add_member(session: Session, group: Group, user: User, source: str) -> bool:

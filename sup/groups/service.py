@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Select, func, select
+from sqlalchemy import ColumnElement, select
 from sqlalchemy.orm import Session, selectinload
 
 from sup.common.concurrency import check_version
@@ -30,6 +30,7 @@ from sup.store.lookup import (
 )
 from sup.store.models import Group, Membership, SlurmAccount, User, utcnow
 from sup.store.outbox import mark_dirty
+from sup.store.paging import fetch_page
 from sup.users.service import private_gid_ranges
 
 
@@ -125,36 +126,25 @@ class GroupFilter:
     q: str | None = None  # substring of the name
 
 
-def _filtered(statement: Select[Any], flt: GroupFilter) -> Select[Any]:
+def _conditions(flt: GroupFilter) -> list[ColumnElement[bool]]:
+    conditions: list[ColumnElement[bool]] = []
     if flt.private is True:
-        statement = statement.where(Group.private_user_id.is_not(None))
+        conditions.append(Group.private_user_id.is_not(None))
     elif flt.private is False:
-        statement = statement.where(Group.private_user_id.is_(None))
+        conditions.append(Group.private_user_id.is_(None))
     if flt.source is not None:
-        statement = statement.where(Group.source == flt.source)
+        conditions.append(Group.source == flt.source)
     if flt.member is not None:
-        statement = statement.where(
-            Group.id.in_(
-                select(Membership.group_id)
-                .join(User, User.id == Membership.user_id)
-                .where(User.username == flt.member)
-            )
-        )
+        groups_of = select(Membership.group_id).join(User, User.id == Membership.user_id)
+        conditions.append(Group.id.in_(groups_of.where(User.username == flt.member)))
     if flt.q:
-        statement = statement.where(contains(Group.name, flt.q))
-    return statement
+        conditions.append(contains(Group.name, flt.q))
+    return conditions
 
 
 def list_groups(session: Session, flt: GroupFilter, limit: int, offset: int) -> tuple[list[Group], int]:
-    total = session.scalar(_filtered(select(func.count()).select_from(Group), flt)) or 0
-    statement = (
-        _filtered(select(Group), flt)
-        .options(selectinload(Group.memberships).selectinload(Membership.user))
-        .order_by(Group.name)
-        .limit(limit)
-        .offset(offset)
-    )
-    return list(session.scalars(statement)), total
+    loaded = (selectinload(Group.memberships).selectinload(Membership.user),)
+    return fetch_page(session, Group, _conditions(flt), Group.name, limit, offset, options=loaded)
 
 
 # --- update --------------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Select, func, select
+from sqlalchemy import ColumnElement, select
 from sqlalchemy.orm import Session, selectinload
 
 from sup.common.concurrency import check_version
@@ -20,6 +20,7 @@ from sup.store.audit import Actor, record
 from sup.store.lookup import account_by_name, group_by_name, require_account
 from sup.store.models import Group, SlurmAccount, utcnow
 from sup.store.outbox import mark_dirty
+from sup.store.paging import fetch_page
 
 
 def to_out(account: SlurmAccount) -> SlurmAccountOut:
@@ -111,28 +112,22 @@ class AccountFilter:
     group: str | None = None
 
 
-def _filtered(statement: Select[Any], flt: AccountFilter) -> Select[Any]:
+def _conditions(flt: AccountFilter) -> list[ColumnElement[bool]]:
+    conditions: list[ColumnElement[bool]] = []
     if flt.parent is not None:
-        statement = statement.where(SlurmAccount.parent == flt.parent)
+        conditions.append(SlurmAccount.parent == flt.parent)
     if flt.group is not None:
-        statement = statement.where(
-            SlurmAccount.group_id.in_(select(Group.id).where(Group.name == flt.group))
-        )
-    return statement
+        conditions.append(SlurmAccount.group_id.in_(select(Group.id).where(Group.name == flt.group)))
+    return conditions
 
 
 def list_accounts(
     session: Session, flt: AccountFilter, limit: int, offset: int
 ) -> tuple[list[SlurmAccount], int]:
-    total = session.scalar(_filtered(select(func.count()).select_from(SlurmAccount), flt)) or 0
-    statement = (
-        _filtered(select(SlurmAccount), flt)
-        .options(selectinload(SlurmAccount.group))
-        .order_by(SlurmAccount.name)
-        .limit(limit)
-        .offset(offset)
+    loaded = (selectinload(SlurmAccount.group),)
+    return fetch_page(
+        session, SlurmAccount, _conditions(flt), SlurmAccount.name, limit, offset, options=loaded
     )
-    return list(session.scalars(statement)), total
 
 
 def update_account(

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Select, func, or_, select
+from sqlalchemy import ColumnElement, or_, select
 from sqlalchemy.orm import Session, selectinload
 
 from sup.common.concurrency import check_version
@@ -24,6 +24,7 @@ from sup.store.audit import Actor, record
 from sup.store.lookup import contains, group_by_name, groups_by_names, require_user, user_by_name
 from sup.store.models import Group, Membership, SlurmAccount, SshKey, User, utcnow
 from sup.store.outbox import mark_dirty
+from sup.store.paging import fetch_page
 from sup.users.schemas import UserCreate, UserOut, UserPatch
 
 
@@ -274,31 +275,23 @@ def get_user(session: Session, username: str) -> User:
     return require_user(session, username)
 
 
-def _filtered(statement: Select[Any], flt: UserFilter) -> Select[Any]:
+def _conditions(flt: UserFilter) -> list[ColumnElement[bool]]:
+    conditions: list[ColumnElement[bool]] = []
     if flt.active is not None:
-        statement = statement.where(User.active == flt.active)
+        conditions.append(User.active == flt.active)
     if flt.source is not None:
-        statement = statement.where(User.source == flt.source)
+        conditions.append(User.source == flt.source)
     if flt.group is not None:
-        statement = statement.where(
-            User.id.in_(
-                select(Membership.user_id)
-                .join(Group, Group.id == Membership.group_id)
-                .where(Group.name == flt.group)
-            )
-        )
+        members = select(Membership.user_id).join(Group, Group.id == Membership.group_id)
+        conditions.append(User.id.in_(members.where(Group.name == flt.group)))
     if flt.q:
         columns = (User.username, User.email, User.display_name)
-        statement = statement.where(or_(*(contains(column, flt.q) for column in columns)))
-    return statement
+        conditions.append(or_(*(contains(column, flt.q) for column in columns)))
+    return conditions
 
 
 def list_users(session: Session, flt: UserFilter, limit: int, offset: int) -> tuple[list[User], int]:
-    total = session.scalar(_filtered(select(func.count()).select_from(User), flt)) or 0
-    statement = (
-        _filtered(select(User), flt).options(*_loaded()).order_by(User.username).limit(limit).offset(offset)
-    )
-    return list(session.scalars(statement)), total
+    return fetch_page(session, User, _conditions(flt), User.username, limit, offset, options=_loaded())
 
 
 # --- update --------------------------------------------------------------------------------------
