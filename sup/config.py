@@ -155,7 +155,21 @@ class KeycloakSettings(_Section):
 
 
 class ReconcileSettings(_Section):
-    interval_seconds: int = Field(300, ge=5)
+    interval_seconds: int = Field(300, ge=5, description="seconds between scheduled full passes")
+    max_deletions: int = Field(
+        50,
+        ge=0,
+        description="a target whose plan deletes more than this many objects is not applied unless forced",
+    )
+
+
+class AccessPolicy(_Section):
+    """Who is provisioned at all (settings key `access`)."""
+
+    groups: list[str] = Field(
+        default_factory=list,
+        description="if set, only members of these groups are provisioned; empty: every active user",
+    )
 
 
 class Settings(BaseSettings):
@@ -168,6 +182,7 @@ class Settings(BaseSettings):
     accounts: AccountPolicy = AccountPolicy()
     naming: UsernameRule = UsernameRule()
     api: ApiSettings = ApiSettings()
+    access: AccessPolicy = AccessPolicy()
     ldap: LdapSettings | None = None
     slurm: SlurmSettings | None = None
     kube: KubeSettings | None = None

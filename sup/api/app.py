@@ -12,6 +12,7 @@ from sup.api.middleware import BodyLimitMiddleware, MetricsMiddleware, RequestId
 from sup.audit.router import router as audit_router
 from sup.config import Settings
 from sup.groups.router import router as groups_router
+from sup.reconcile.router import router as reconcile_router
 from sup.slurm_accounts.router import router as slurm_router
 from sup.store.session import make_engine, make_sessionmaker
 from sup.tokens.router import router as tokens_router
@@ -33,7 +34,16 @@ def create_app(settings: Settings, engine: Engine | None = None) -> FastAPI:
     app.state.sessions = make_sessionmaker(engine)
 
     # Each router carries its full path (API_PREFIX included): route templates in metrics stay exact.
-    for router in (users_router, groups_router, slurm_router, tokens_router, audit_router, health_router):
+    routers = (
+        users_router,
+        groups_router,
+        slurm_router,
+        reconcile_router,
+        tokens_router,
+        audit_router,
+        health_router,
+    )
+    for router in routers:
         app.include_router(router)
     errors.install(app)
 

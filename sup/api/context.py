@@ -14,6 +14,7 @@ from typing import Annotated
 
 from fastapi import Depends, Header, HTTPException, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from sup.config import Settings
@@ -27,6 +28,7 @@ _bearer = HTTPBearer(auto_error=False, description="a token from `sup token crea
 @dataclass(frozen=True)
 class ApiContext:
     settings: Settings
+    engine: Engine
     sessions: sessionmaker[Session]
     actor: Actor
 
@@ -56,7 +58,8 @@ def requires(needed: Role) -> object:
         if not role_allows(role, needed):
             raise HTTPException(403, f"token {name!r} has role {role}; this needs {needed.value}")
         actor = Actor(name=name, role=role, request_id=getattr(request.state, "request_id", None))
-        return ApiContext(settings=request.app.state.settings, sessions=sessions, actor=actor)
+        state = request.app.state
+        return ApiContext(settings=state.settings, engine=state.engine, sessions=sessions, actor=actor)
 
     return Depends(dependency)
 

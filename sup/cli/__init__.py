@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from sup import __version__
-from sup.cli import db, identities, tokens
+from sup.cli import db, identities, reconcile, tokens
 from sup.cli.common import Exit, context, fail
 
 app = typer.Typer(
@@ -13,7 +13,7 @@ app = typer.Typer(
     help="SUP provisions identity-provider users and groups into LDAP, Slurm accounting and Kubernetes.\n\n"
     "Settings come from SUP_* environment variables and the YAML file named by SUP_CONFIG.\n\n"
     "Exit codes: 0 ok, 1 error, 2 usage, 3 not found, 4 conflict, 5 invalid input, "
-    "6 settings or database not ready, 7 precondition failed.",
+    "6 settings or database not ready, 7 precondition failed, 8 a target failed.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
@@ -21,6 +21,8 @@ app.add_typer(db.app, name="db")
 app.add_typer(tokens.app, name="token")
 app.add_typer(identities.user_app, name="user")
 app.add_typer(identities.group_app, name="group")
+app.command()(reconcile.plan)
+app.command()(reconcile.reconcile)
 
 
 @app.command()

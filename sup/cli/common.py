@@ -2,7 +2,8 @@
 
 Exit codes (stable; scripts may rely on them):
   0 success, 1 unexpected error, 2 usage error, 3 not found, 4 conflict (duplicate, in use),
-  5 invalid input, 6 configuration or database not ready, 7 precondition failed.
+  5 invalid input, 6 configuration or database not ready, 7 precondition failed,
+  8 a target could not be planned or applied (unreachable, refused by a safety limit, failed changes).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ class Exit(IntEnum):
     INVALID = 5
     NOT_READY = 6
     PRECONDITION = 7
+    TARGET_FAILED = 8
 
 
 _EXIT_FOR = {

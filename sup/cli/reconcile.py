@@ -1,0 +1,62 @@
+"""`sup plan` and `sup reconcile`: see what the targets need, then make it so."""
+
+from __future__ import annotations
+
+import typer
+
+from sup.cli.common import Exit, context, err, fail, out, print_json
+from sup.config import TARGETS
+from sup.reconcile.planner import run_pass
+from sup.reconcile.render import pass_json, print_plan
+from sup.store.locks import LockTimeout, exclusive
+from sup.store.session import make_sessionmaker
+
+TARGET_HELP = f"only this target ({', '.join(TARGETS)}); repeat for several"
+
+
+def plan(
+    target: list[str] = typer.Option(None, "--target", help=TARGET_HELP),
+    as_json: bool = typer.Option(False, "--json", help="print a JSON list of changes"),
+) -> None:
+    """Show the changes a reconcile would make, target by target. Changes nothing."""
+    cli = context()
+    cli.require_migrated()
+    try:
+        result = run_pass(cli.settings, make_sessionmaker(cli.engine), only=target or None)
+    except ValueError as exc:
+        fail(str(exc), Exit.USAGE)
+    if as_json:
+        print_json([c.as_json() for c in result.changes])
+        for t in result.targets:
+            if t.error:
+                err.print(f"{t.target}: {t.state} — {t.error}", highlight=False, markup=False)
+    else:
+        print_plan(result, out)
+    if not result.ok:
+        raise typer.Exit(int(Exit.TARGET_FAILED))
+
+
+def reconcile(
+    target: list[str] = typer.Option(None, "--target", help=TARGET_HELP),
+    as_json: bool = typer.Option(False, "--json", help="print the pass as JSON"),
+    force: bool = typer.Option(False, "--force", help="apply even above reconcile.max_deletions"),
+    wait: float = typer.Option(60.0, "--wait", help="seconds to wait for another running pass"),
+) -> None:
+    """Apply the plan: bring every enabled target in line with the store."""
+    cli = context()
+    cli.require_migrated()
+    try:
+        with exclusive(cli.engine, "reconcile", timeout=wait):
+            result = run_pass(
+                cli.settings, make_sessionmaker(cli.engine), only=target or None, apply=True, force=force
+            )
+    except LockTimeout as exc:
+        fail(f"{exc}; another reconcile is running", Exit.CONFLICT)
+    except ValueError as exc:
+        fail(str(exc), Exit.USAGE)
+    if as_json:
+        print_json(pass_json(result))
+    else:
+        print_plan(result, out, applied=True)
+    if not result.ok:
+        raise typer.Exit(int(Exit.TARGET_FAILED))

@@ -1,0 +1,181 @@
+"""The desired state: what every target should hold, as a pure function of the store and policy.
+
+Targets never read the store. They get this, compare it with what they observe, and plan changes.
+The rules that are the same for every target live here:
+- who is provisioned (every user, or only members of `access.groups`);
+- what a deactivated user looks like (locked: no SSH keys, the nologin shell, no memberships, no
+  Slurm associations), so that "suspended" means the same thing in LDAP, Slurm and Kubernetes;
+- group and account membership counts only active, provisioned users.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class StoredUser:
+    """A user as loaded from the store (plain data, no ORM session attached)."""
+
+    username: str
+    uid_number: int
+    primary_gid: int
+    display_name: str | None
+    given_name: str | None
+    family_name: str | None
+    email: str | None
+    login_shell: str
+    home_directory: str
+    ssh_public_keys: tuple[str, ...]
+    active: bool
+    groups: frozenset[str]
+
+
+@dataclass(frozen=True)
+class StoredGroup:
+    name: str
+    gid_number: int
+    description: str | None
+    members: frozenset[str]
+    private_for: str | None  # the user whose private group this is
+
+
+@dataclass(frozen=True)
+class StoredAccount:
+    name: str
+    parent: str
+    description: str | None
+    organization: str | None
+    fairshare: int | None
+    qos: tuple[str, ...]
+    default_qos: str | None
+    partitions: tuple[str, ...]
+    limits: Mapping[str, Any]
+    group: str | None
+
+
+@dataclass(frozen=True)
+class StoreSnapshot:
+    users: tuple[StoredUser, ...]
+    groups: tuple[StoredGroup, ...]
+    accounts: tuple[StoredAccount, ...]
+
+
+@dataclass(frozen=True)
+class Policy:
+    """The parts of the settings the derivation depends on."""
+
+    nologin_shell: str = "/usr/sbin/nologin"
+    access_groups: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class DesiredUser:
+    username: str
+    uid_number: int
+    gid_number: int
+    display_name: str | None
+    given_name: str | None
+    family_name: str | None
+    email: str | None
+    home_directory: str
+    login_shell: str
+    ssh_public_keys: tuple[str, ...]
+    active: bool
+
+    @property
+    def cn(self) -> str:
+        """A common name for directory entries: the display name, else given + family, else the username."""
+        if self.display_name:
+            return self.display_name
+        joined = " ".join(p for p in (self.given_name, self.family_name) if p)
+        return joined or self.username
+
+
+@dataclass(frozen=True)
+class DesiredGroup:
+    name: str
+    gid_number: int
+    description: str | None
+    members: frozenset[str]
+    private: bool
+
+
+@dataclass(frozen=True)
+class DesiredAccount:
+    name: str
+    parent: str
+    description: str | None
+    organization: str | None
+    fairshare: int | None
+    qos: tuple[str, ...]
+    default_qos: str | None
+    partitions: tuple[str, ...]
+    limits: Mapping[str, Any]
+    members: frozenset[str]  # active, provisioned members of the bound group
+
+
+@dataclass(frozen=True)
+class DesiredState:
+    users: Mapping[str, DesiredUser] = field(default_factory=dict)
+    groups: Mapping[str, DesiredGroup] = field(default_factory=dict)
+    accounts: Mapping[str, DesiredAccount] = field(default_factory=dict)
+
+    def active_usernames(self) -> frozenset[str]:
+        return frozenset(name for name, user in self.users.items() if user.active)
+
+
+def _provisioned(user: StoredUser, policy: Policy) -> bool:
+    return not policy.access_groups or bool(user.groups & policy.access_groups)
+
+
+def derive(snapshot: StoreSnapshot, policy: Policy) -> DesiredState:
+    users: dict[str, DesiredUser] = {}
+    for u in snapshot.users:
+        if not _provisioned(u, policy):
+            continue
+        users[u.username] = DesiredUser(
+            username=u.username,
+            uid_number=u.uid_number,
+            gid_number=u.primary_gid,
+            display_name=u.display_name,
+            given_name=u.given_name,
+            family_name=u.family_name,
+            email=u.email,
+            home_directory=u.home_directory,
+            login_shell=u.login_shell if u.active else policy.nologin_shell,
+            ssh_public_keys=u.ssh_public_keys if u.active else (),
+            active=u.active,
+        )
+    active = frozenset(name for name, user in users.items() if user.active)
+
+    groups: dict[str, DesiredGroup] = {}
+    for g in snapshot.groups:
+        if g.private_for is not None and g.private_for not in users:
+            continue  # a private group exists exactly as long as its user is provisioned
+        groups[g.name] = DesiredGroup(
+            name=g.name,
+            gid_number=g.gid_number,
+            description=g.description,
+            members=g.members & active,
+            private=g.private_for is not None,
+        )
+
+    accounts: dict[str, DesiredAccount] = {}
+    for a in snapshot.accounts:
+        members = groups[a.group].members if a.group is not None and a.group in groups else frozenset()
+        accounts[a.name] = DesiredAccount(
+            name=a.name,
+            parent=a.parent,
+            description=a.description,
+            organization=a.organization,
+            fairshare=a.fairshare,
+            qos=a.qos,
+            default_qos=a.default_qos,
+            partitions=a.partitions,
+            limits=dict(a.limits),
+            members=members,
+        )
+    return DesiredState(users=users, groups=groups, accounts=accounts)

@@ -1,0 +1,1 @@
+"""Planning and applying changes across targets."""

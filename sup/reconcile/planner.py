@@ -1,0 +1,152 @@
+"""One pass over the enabled targets: observe, diff, and (when reconciling) apply.
+
+Failure isolation: each target is planned and applied on its own; a target that cannot be read or
+written is reported and the others go on. Safety: a target whose plan deletes more objects than
+`reconcile.max_deletions` is not applied unless forced (an identity provider that suddenly returns
+nobody must not wipe the cluster), and a partial read never leads to a plan (see ObserveError).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy.orm import Session, sessionmaker
+
+from sup.config import TARGETS, Settings
+from sup.domain.desired import DesiredState, Policy, derive
+from sup.reconcile.status import record_statuses
+from sup.store.snapshot import load_snapshot
+from sup.targets import open_target
+from sup.targets.base import DELETE, Change, Failure, ObserveError, Target, TargetError
+
+log = logging.getLogger(__name__)
+
+# Target states in a pass.
+DISABLED = "disabled"
+PLANNED = "planned"
+REFUSED = "refused"
+APPLIED = "applied"
+PARTIAL = "partial"
+ERROR = "error"
+
+TargetOpener = Callable[[str, Settings], Target[Any]]
+
+
+@dataclass
+class TargetPass:
+    target: str
+    state: str
+    changes: list[Change] = field(default_factory=list)
+    error: str | None = None
+    applied: list[Change] = field(default_factory=list)
+    failed: list[Failure] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "target": self.target,
+            "state": self.state,
+            "error": self.error,
+            "changes": len(self.changes),
+            "applied": len(self.applied),
+            "failed": [{"change": f.change.as_json(), "error": f.error} for f in self.failed],
+        }
+
+
+@dataclass
+class Pass:
+    targets: list[TargetPass]
+
+    @property
+    def changes(self) -> list[Change]:
+        return [c for t in self.targets for c in t.changes]
+
+    @property
+    def ok(self) -> bool:
+        return all(t.state in (DISABLED, PLANNED, APPLIED) for t in self.targets)
+
+
+def policy_of(settings: Settings) -> Policy:
+    return Policy(
+        nologin_shell=settings.accounts.nologin_shell, access_groups=frozenset(settings.access.groups)
+    )
+
+
+def desired_state(sessions: sessionmaker[Session], settings: Settings) -> DesiredState:
+    with sessions() as session:
+        return derive(load_snapshot(session), policy_of(settings))
+
+
+def _selected(only: Sequence[str] | None) -> list[str]:
+    if not only:
+        return list(TARGETS)
+    unknown = [t for t in only if t not in TARGETS]
+    if unknown:
+        raise ValueError(f"unknown target(s) {', '.join(unknown)}; targets are {', '.join(TARGETS)}")
+    return [t for t in TARGETS if t in only]
+
+
+def run_pass(
+    settings: Settings,
+    sessions: sessionmaker[Session],
+    *,
+    only: Sequence[str] | None = None,
+    apply: bool = False,
+    force: bool = False,
+    opener: TargetOpener = open_target,
+) -> Pass:
+    """Plan (and with `apply`, reconcile) every selected target against the store."""
+    desired = desired_state(sessions, settings)
+    results = []
+    for name in _selected(only):
+        if not settings.target_enabled(name):
+            results.append(TargetPass(name, DISABLED))
+            continue
+        result = _one_target(name, settings, desired, opener, apply=apply, force=force)
+        results.append(result)
+        if apply:
+            with sessions.begin() as session:
+                record_statuses(
+                    session, name, desired, result.failed, result.error if result.state == ERROR else None
+                )
+    return Pass(results)
+
+
+def _one_target(
+    name: str, settings: Settings, desired: DesiredState, opener: TargetOpener, *, apply: bool, force: bool
+) -> TargetPass:
+    try:
+        target = opener(name, settings)
+    except TargetError as exc:
+        return TargetPass(name, ERROR, error=str(exc))
+    except Exception as exc:  # e.g. the server is down or refuses the bind
+        log.exception("cannot open target %s", name)
+        return TargetPass(name, ERROR, error=f"cannot connect: {type(exc).__name__}: {exc}")
+    try:
+        observed = target.observe()
+        changes = target.diff(desired, observed)
+        result = TargetPass(name, PLANNED, changes=changes)
+        if not apply or not changes:
+            return result
+        deletions = sum(1 for c in changes if c.action == DELETE)
+        limit = settings.reconcile.max_deletions
+        if deletions > limit and not force:
+            result.state = REFUSED
+            result.error = (
+                f"the plan deletes {deletions} objects, more than reconcile.max_deletions={limit}; "
+                "check it with `sup plan` and rerun with --force if it is right"
+            )
+            return result
+        report = target.apply(changes)
+        result.applied, result.failed = report.applied, report.failed
+        result.state = PARTIAL if report.failed else APPLIED
+        return result
+    except (ObserveError, TargetError) as exc:
+        return TargetPass(name, ERROR, error=str(exc))
+    except Exception as exc:  # a bug or an unexpected outage must not stop the other targets
+        log.exception("target %s failed", name)
+        return TargetPass(name, ERROR, error=f"unexpected error: {type(exc).__name__}: {exc}")
+    finally:
+        target.close()

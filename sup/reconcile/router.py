@@ -1,0 +1,51 @@
+"""GET /api/v1/plan and POST /api/v1/reconcile."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Query
+from fastapi.concurrency import run_in_threadpool
+from pydantic import Field
+
+from sup.api import API_PREFIX
+from sup.api.context import Operator, Viewer
+from sup.common.schemas import Body
+from sup.errors import Conflict
+from sup.reconcile.planner import run_pass
+from sup.reconcile.render import pass_json
+from sup.store.locks import LockTimeout, exclusive
+
+router = APIRouter(prefix=API_PREFIX, tags=["reconcile"])
+TargetName = Literal["ldap", "slurm", "kube"]
+
+
+@router.get("/plan", summary="The changes a reconcile would make (changes nothing)")
+def get_plan(
+    ctx: Viewer, target: Annotated[list[TargetName] | None, Query(description="only these targets")] = None
+) -> dict[str, Any]:
+    return pass_json(run_pass(ctx.settings, ctx.sessions, only=target))
+
+
+class ReconcileRequest(Body):
+    targets: list[TargetName] | None = Field(None, description="only these targets (default: all enabled)")
+    force: bool = Field(
+        False, description="apply even when a target deletes more than reconcile.max_deletions"
+    )
+
+
+@router.post("/reconcile", summary="Apply the plan now")
+async def post_reconcile(ctx: Operator, body: ReconcileRequest | None = None) -> dict[str, Any]:
+    request = body or ReconcileRequest()
+
+    def reconcile() -> dict[str, Any]:
+        try:
+            with exclusive(ctx.engine, "reconcile", timeout=0):
+                result = run_pass(
+                    ctx.settings, ctx.sessions, only=request.targets, apply=True, force=request.force
+                )
+        except LockTimeout as exc:
+            raise Conflict(f"{exc}; another reconcile is running, retry later") from exc
+        return pass_json(result)
+
+    return await run_in_threadpool(reconcile)

@@ -1,0 +1,89 @@
+"""The one small protocol every target implements, and the Change it speaks in.
+
+A target is level-triggered, like a Kubernetes controller:
+- `observe()` reads the real system in bulk (paged LDAP searches, one `sacctmgr show`, label-selected
+  Kubernetes lists). A read that is partial or failed raises `ObserveError`: deciding on half a
+  picture could delete what exists, so the pass stops for this target instead.
+- `diff(desired, observed)` is pure: the typed Changes that make the observed system match.
+- `apply(changes)` performs them batched, idempotent, ordered (creates before memberships,
+  memberships before deletes), and reports per change what happened.
+The same Change objects are printed for review (`sup plan`) and then applied (`sup reconcile`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
+
+from sup.domain.desired import DesiredState
+
+# What a Change does, in the order a target applies them.
+CREATE = "create"
+UPDATE = "update"
+ADD_MEMBERS = "add_members"
+REMOVE_MEMBERS = "remove_members"
+DELETE = "delete"
+REPORT = "report"  # something found that SUP will not change by itself (e.g. a foreign entry)
+
+
+@dataclass(frozen=True)
+class Change:
+    """One change to one object of one target.
+
+    `details` is JSON-ready: it is what `sup plan --json` prints and what `apply` needs (e.g. the DN
+    and attributes of an entry, or {"attribute": {"old": ..., "new": ...}} for an update).
+    `subject` is the username whose provisioning status this change affects, if any.
+    """
+
+    target: str
+    action: str
+    kind: str
+    name: str
+    details: Mapping[str, Any] = field(default_factory=dict)
+    subject: str | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "target": self.target,
+            "action": self.action,
+            "kind": self.kind,
+            "name": self.name,
+            "subject": self.subject,
+            "details": dict(self.details),
+        }
+
+
+@dataclass(frozen=True)
+class Failure:
+    change: Change
+    error: str
+
+
+@dataclass
+class ApplyReport:
+    applied: list[Change] = field(default_factory=list)
+    failed: list[Failure] = field(default_factory=list)
+
+
+class ObserveError(Exception):
+    """The target could not be read completely; nothing may be decided from what was read."""
+
+
+class TargetError(Exception):
+    """The target refused or failed in a way that stops this pass for it (not for the others)."""
+
+
+ObservedT = TypeVar("ObservedT")
+
+
+class Target(Protocol, Generic[ObservedT]):
+    name: ClassVar[str]
+
+    def observe(self) -> ObservedT: ...
+
+    def diff(self, desired: DesiredState, observed: ObservedT) -> list[Change]: ...
+
+    def apply(self, changes: Sequence[Change]) -> ApplyReport: ...
+
+    def close(self) -> None: ...

@@ -1,0 +1,135 @@
+"""The planner's orchestration across targets, with an in-memory target standing in for a server."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
+
+from sup.config import Settings
+from sup.reconcile.planner import run_pass
+from sup.store.models import TargetStatus
+from sup.targets.base import Target, TargetError
+from sup.users.schemas import UserCreate
+from sup.users.service import create_user, delete_user
+from tests.conftest import ACTOR
+from tests.support.fake_target import FakeTarget
+
+LDAP = {"url": "ldap://127.0.0.1:1", "bind_dn": "cn=x", "bind_password": "pw", "base_dn": "dc=x"}
+
+
+@pytest.fixture
+def configured(database_url: str) -> Settings:
+    return Settings(database_url=database_url, ldap=LDAP, slurm={"cluster": "c"})
+
+
+def _users(sessions: sessionmaker[Session], settings: Settings, *names: str) -> None:
+    with sessions.begin() as session:
+        for name in names:
+            create_user(session, settings, ACTOR, UserCreate(username=name))
+
+
+def _opener(targets: dict[str, Any]) -> Any:
+    def open_(name: str, settings: Settings) -> Target[Any]:
+        target = targets.get(name)
+        if target is None:
+            raise TargetError(f"{name} is down")
+        return target  # type: ignore[no-any-return]
+
+    return open_
+
+
+def _statuses(sessions: sessionmaker[Session]) -> dict[str, tuple[str, str | None]]:
+    with sessions() as session:
+        rows = session.scalars(select(TargetStatus).where(TargetStatus.target == "ldap"))
+        return {r.username: (r.state, r.last_error) for r in rows}
+
+
+def test_plan_changes_nothing_and_reconcile_converges(
+    configured: Settings, sessions: sessionmaker[Session]
+) -> None:
+    _users(sessions, configured, "kim", "saul")
+    fake = FakeTarget({"stranger": 12345, "kim": 1})
+    opener = _opener({"ldap": fake})
+
+    planned = run_pass(configured, sessions, only=["ldap"], opener=opener)
+    assert [(c.action, c.name) for c in planned.changes] == [
+        ("update", "kim"),
+        ("create", "saul"),
+        ("delete", "stranger"),
+    ]
+    assert fake.writes == 0 and fake.closed
+
+    applied = run_pass(configured, sessions, only=["ldap"], apply=True, opener=opener)
+    assert applied.ok and applied.targets[0].state == "applied"
+    assert fake.system == {"kim": 10000, "saul": 10001}
+    assert _statuses(sessions) == {"kim": ("in_sync", None), "saul": ("in_sync", None)}
+
+    writes = fake.writes
+    again = run_pass(configured, sessions, only=["ldap"], apply=True, opener=opener)
+    assert again.changes == [] and fake.writes == writes  # a pass without drift writes nothing
+
+
+def test_disabled_and_failing_targets_do_not_stop_the_others(
+    configured: Settings, sessions: sessionmaker[Session]
+) -> None:
+    _users(sessions, configured, "kim")
+    fake = FakeTarget({})
+    result = run_pass(configured, sessions, apply=True, opener=_opener({"ldap": fake}))
+    states = {t.target: (t.state, t.error) for t in result.targets}
+    assert states == {
+        "ldap": ("applied", None),
+        "slurm": ("error", "slurm is down"),
+        "kube": ("disabled", None),
+    }
+    assert fake.system == {"kim": 10000} and not result.ok
+
+
+def test_partial_read_plans_nothing_and_marks_users_in_error(
+    configured: Settings, sessions: sessionmaker[Session]
+) -> None:
+    _users(sessions, configured, "kim")
+    fake = FakeTarget({"stranger": 1}, fail_observe=True)
+    result = run_pass(configured, sessions, only=["ldap"], apply=True, opener=_opener({"ldap": fake}))
+    assert result.targets[0].state == "error" and result.changes == []
+    assert fake.system == {"stranger": 1}  # nothing deleted on a partial read
+    assert _statuses(sessions) == {"kim": ("error", "the fake server returned a partial result")}
+
+
+def test_one_failing_user_does_not_stop_the_rest(
+    configured: Settings, sessions: sessionmaker[Session]
+) -> None:
+    _users(sessions, configured, "kim", "saul")
+    fake = FakeTarget({}, fail_user="kim")
+    result = run_pass(configured, sessions, only=["ldap"], apply=True, opener=_opener({"ldap": fake}))
+    assert result.targets[0].state == "partial"
+    assert fake.system == {"saul": 10001}
+    assert _statuses(sessions) == {"kim": ("error", "the fake server said no"), "saul": ("in_sync", None)}
+
+
+def test_mass_deletion_is_refused_unless_forced(database_url: str, sessions: sessionmaker[Session]) -> None:
+    settings = Settings(database_url=database_url, ldap=LDAP, reconcile={"max_deletions": 2})
+    fake = FakeTarget({f"gone{i}": i for i in range(3)})
+    opener = _opener({"ldap": fake})
+    refused = run_pass(settings, sessions, only=["ldap"], apply=True, opener=opener)
+    assert refused.targets[0].state == "refused" and "max_deletions=2" in (refused.targets[0].error or "")
+    assert len(fake.system) == 3
+    forced = run_pass(settings, sessions, only=["ldap"], apply=True, force=True, opener=opener)
+    assert forced.targets[0].state == "applied" and fake.system == {}
+
+
+def test_deleted_user_loses_its_status_row(configured: Settings, sessions: sessionmaker[Session]) -> None:
+    _users(sessions, configured, "kim")
+    fake = FakeTarget({})
+    run_pass(configured, sessions, only=["ldap"], apply=True, opener=_opener({"ldap": fake}))
+    with sessions.begin() as session:
+        delete_user(session, ACTOR, "kim")
+    run_pass(configured, sessions, only=["ldap"], apply=True, opener=_opener({"ldap": fake}))
+    assert fake.system == {} and _statuses(sessions) == {}
+
+
+def test_unknown_target_name_is_refused(configured: Settings, sessions: sessionmaker[Session]) -> None:
+    with pytest.raises(ValueError, match="unknown target"):
+        run_pass(configured, sessions, only=["nfs"])
