@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Query
@@ -24,8 +24,12 @@ def read_audit(
     action: Annotated[str | None, Query(description="create, update, delete, add_member, ...")] = None,
     resource_type: Annotated[str | None, Query(description="user, group, slurm_account, token")] = None,
     resource_name: Annotated[str | None, Query()] = None,
-    since: Annotated[datetime | None, Query(description="only entries at or after this time")] = None,
+    since: Annotated[
+        datetime | None, Query(description="only entries at or after this time (UTC if no zone)")
+    ] = None,
 ) -> Page[AuditEntryOut]:
+    if since is not None and since.tzinfo is None:
+        since = since.replace(tzinfo=UTC)
     flt = AuditFilter(
         actor=actor, action=action, resource_type=resource_type, resource_name=resource_name, since=since
     )

@@ -5,11 +5,12 @@ from __future__ import annotations
 from datetime import datetime
 
 from fastapi import APIRouter, Response
-from pydantic import BaseModel, Field
+from pydantic import AwareDatetime, BaseModel, Field, field_validator
 
 from sup.api import API_PREFIX
 from sup.api.context import Admin
 from sup.common.schemas import Body
+from sup.store.models import utcnow
 from sup.tokens import service
 from sup.tokens.service import Role
 
@@ -17,7 +18,14 @@ from sup.tokens.service import Role
 class TokenCreate(Body):
     name: str = Field(pattern=service.NAME_PATTERN, description="unique; SCIM connections are named by it")
     role: Role
-    expires_at: datetime | None = Field(None, description="optional expiry (timezone-aware)")
+    expires_at: AwareDatetime | None = Field(None, description="optional expiry, with a timezone")
+
+    @field_validator("expires_at")
+    @classmethod
+    def _in_the_future(cls, value: datetime | None) -> datetime | None:
+        if value is not None and value <= utcnow():
+            raise ValueError("must be in the future")
+        return value
 
 
 class TokenOut(BaseModel):

@@ -74,3 +74,12 @@ def test_outbox_generations_count_changes(
         second = {(k, n): g for k, n, g in pending(session)}
     assert second[("user", "kim")] == first[("user", "kim")] + 1
     assert second[("group", "kim")] == first[("group", "kim")]
+
+
+def test_since_filter_accepts_times_with_and_without_zone(client: TestClient, viewer: dict[str, str]) -> None:
+    client.post("/api/v1/users", json={"username": "kim"}, headers=viewer)  # refused: viewer, no entry
+    for since in ("2000-01-01T00:00:00", "2000-01-01T00:00:00+02:00"):
+        response = client.get("/api/v1/audit", params={"since": since}, headers=viewer)
+        assert response.status_code == 200, response.text
+    future = client.get("/api/v1/audit", params={"since": "2999-01-01T00:00:00Z"}, headers=viewer).json()
+    assert future["total"] == 0

@@ -137,3 +137,17 @@ def test_health_endpoints_are_open(client: TestClient) -> None:
     assert 'sup_http_requests_total{method="GET",route="/api/v1/users",status="401"}' in metrics.text
     assert client.get("/docs").status_code == 200
     assert "/api/v1/users/{username}" in client.get("/openapi.json").json()["paths"]
+
+
+def test_token_expiry_must_be_a_future_time_with_zone(client: TestClient, admin: dict[str, str]) -> None:
+    for expires_at in ("2999-01-01T00:00:00", "2000-01-01T00:00:00Z"):
+        response = client.post(
+            "/api/v1/tokens", json={"name": "t", "role": "viewer", "expires_at": expires_at}, headers=admin
+        )
+        assert response.status_code == 422 and response.json()["errors"][0]["field"] == "expires_at"
+    ok = client.post(
+        "/api/v1/tokens",
+        json={"name": "t", "role": "viewer", "expires_at": "2999-01-01T00:00:00Z"},
+        headers=admin,
+    )
+    assert ok.status_code == 201 and ok.json()["expires_at"].startswith("2999-01-01")
