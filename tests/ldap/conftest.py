@@ -18,11 +18,13 @@ from tests.ldap.site import Site
 from tests.support.slapd import SlapdServer, SlapdUnavailable
 from tests.support.sssd import SssdServer, SssdUnavailable
 
-# sssd normally caches entries for 90 minutes; the tests look right after each write.
+# sssd normally caches entries for 90 minutes and "no such user" for 15 s; the tests look right
+# after each write.
+NEGATIVE_TIMEOUT = 1
 SSSD_TEST_OPTIONS = (
     "entry_cache_timeout=1",
     "nss:memcache_timeout=0",
-    "nss:entry_negative_timeout=1",
+    f"nss:entry_negative_timeout={NEGATIVE_TIMEOUT}",
     "ldap_network_timeout=5",
 )
 
@@ -109,7 +111,7 @@ def start_sssd() -> Iterator[Callable[..., SssdServer]]:
         assert site.settings.ldap is not None
         config = render(site.settings.ldap, options=[*SSSD_TEST_OPTIONS, *options])
         try:
-            server = SssdServer(config)
+            server = SssdServer(config, negative_timeout=NEGATIVE_TIMEOUT)
         except SssdUnavailable as exc:
             pytest.skip(str(exc))
         started.append(server)

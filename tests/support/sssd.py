@@ -62,8 +62,9 @@ def check_available() -> None:
 
 
 class SssdServer:
-    def __init__(self, config: str, root: Path | None = None) -> None:
+    def __init__(self, config: str, root: Path | None = None, *, negative_timeout: float = 15) -> None:
         check_available()
+        self.negative_timeout = negative_timeout  # the config's [nss] entry_negative_timeout
         self.root = root or Path(tempfile.mkdtemp(prefix="sup-sssd-"))
         self.config = config
         self.process: subprocess.Popen[bytes] | None = None
@@ -129,8 +130,11 @@ class SssdServer:
         )
 
     def clear_cache(self) -> None:
-        """Forget everything sssd cached (entries and sudo rules): the next lookup asks LDAP."""
+        """Forget everything sssd cached: the next lookup asks LDAP. `sss_cache -E` expires entries
+        and sudo rules; "no such user" answers stay in the responder's negative cache until
+        entry_negative_timeout lapses (counted in whole seconds), so wait that out too."""
         self.run("sss_cache", "-E", check=True)
+        time.sleep(self.negative_timeout + 1.1)
 
     # --- what a node sees ----------------------------------------------------------------------------
 
