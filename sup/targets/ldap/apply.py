@@ -8,10 +8,13 @@ one phase in any order):
 4. attribute updates, and one membership modify per group merging all its adds and removes;
 5. deletes, deepest entries first.
 A user whose create failed is left out of the memberships of later phases (a member DN naming no
-entry helps nobody), and those membership changes fail with a reason, for that user. A membership
-modify uses the permissive-modify control where the server has it, so adding a member that is
-already there (or removing one that is gone) is not an error. A delete of an entry already gone
-succeeds. Report changes write nothing; those with an `error` come back as failures of their subject.
+entry helps nobody), and those membership changes fail with a reason, for that user.
+
+Writes are idempotent, so a plan that went stale (somebody made the same change meanwhile) still
+applies: a delete of an entry already gone succeeds; a membership modify uses the permissive-modify
+control where the server offers it (OpenLDAP does not), and otherwise, refused because a value is
+already there or already gone, is retried value by value, each "already so" counting as done.
+Report changes write nothing; those with an `error` come back as failures of their subject.
 """
 
 from __future__ import annotations
@@ -33,7 +36,15 @@ from sup.targets.base import (
     Failure,
 )
 from sup.targets.ldap import dn as dnlib
-from sup.targets.ldap.connection import NO_SUCH_OBJECT, LdapConnection, Outcome, Pipeline, Write
+from sup.targets.ldap.connection import (
+    ATTRIBUTE_OR_VALUE_EXISTS,
+    NO_SUCH_ATTRIBUTE,
+    NO_SUCH_OBJECT,
+    LdapConnection,
+    Outcome,
+    Pipeline,
+    Write,
+)
 from sup.targets.ldap.diff import META_KEYS, values_of
 from sup.targets.ldap.layout import GROUP, OU, USER, Layout
 
@@ -44,6 +55,9 @@ class _Op:
     changes: list[Change]
     # users who are not added to a group when this write (a group create) fails
     members: list[str] = field(default_factory=list)
+    # a membership modify refused for a value already there or gone: the same, value by value
+    # (adds, then removes)
+    fallback: tuple[list[_Op], list[_Op]] | None = None
 
 
 @dataclass
@@ -65,9 +79,13 @@ class _Run:
                     self.fail(change, f"not attempted: {self.pipeline.broken}")
             return False
         outcomes = self.pipeline.run([op.write for op in ops])
+        retry = []
         for op, outcome in zip(ops, outcomes, strict=True):
             if outcome.ok or (tolerated is not None and tolerated(op, outcome)):
                 self.report.applied.extend(op.changes)
+                continue
+            if op.fallback is not None and outcome.code in (ATTRIBUTE_OR_VALUE_EXISTS, NO_SUCH_ATTRIBUTE):
+                retry.append(op.fallback)
                 continue
             error = f"{op.write.operation} {op.write.dn}: {outcome}"
             for change in op.changes:
@@ -75,6 +93,11 @@ class _Run:
             for user in op.members:
                 name = op.changes[0].name
                 self.fail(replace(op.changes[0], subject=user), f"not added to group {name}: {error}")
+        if retry:
+            adds = [o for one_by_one, _ in retry for o in one_by_one]
+            removes = [o for _, one_by_one in retry for o in one_by_one]
+            self.execute(adds, tolerated=lambda _op, outcome: outcome.code == ATTRIBUTE_OR_VALUE_EXISTS)
+            self.execute(removes, tolerated=lambda _op, outcome: outcome.code == NO_SUCH_ATTRIBUTE)
         return self.pipeline.broken is None
 
 
@@ -208,5 +231,9 @@ def _membership_ops(run: _Run, changes: Sequence[Change]) -> list[_Op]:
             operations.append(("delete", [v for _, v in removes]))
         dn = str(group_changes[0].details["dn"])
         write = Write("modify", dn, modifications={attribute: operations}, permissive=True)
-        ops.append(_Op(write, [c for c, _ in adds] + [c for c, _ in removes]))
+        fallback = (
+            [_Op(Write("modify", dn, modifications={attribute: [("add", [v])]}), [c]) for c, v in adds],
+            [_Op(Write("modify", dn, modifications={attribute: [("delete", [v])]}), [c]) for c, v in removes],
+        )
+        ops.append(_Op(write, [c for c, _ in adds] + [c for c, _ in removes], fallback=fallback))
     return ops

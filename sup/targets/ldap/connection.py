@@ -38,12 +38,14 @@ from sup.targets.base import ObserveError, TargetError
 from sup.targets.ldap.model import ObservedEntry
 
 PAGED_RESULTS = "1.2.840.113556.1.4.319"
-# RFC-less but widely implemented (OpenLDAP, 389-ds, AD): a modify that adds a value already there,
-# or deletes one that is not, succeeds instead of failing, so membership deltas are idempotent.
+# Not in an RFC but offered by AD and 389-ds (not by OpenLDAP 2.5): a modify that adds a value
+# already there, or deletes one that is not, succeeds instead of failing.
 PERMISSIVE_MODIFY = "1.2.840.113556.1.4.1413"
 
-NO_SUCH_OBJECT = 32
 SUCCESS = 0
+NO_SUCH_ATTRIBUTE = 16
+ATTRIBUTE_OR_VALUE_EXISTS = 20
+NO_SUCH_OBJECT = 32
 
 SCOPES: dict[str, Literal["BASE", "LEVEL", "SUBTREE"]] = {"base": BASE, "one": LEVEL, "sub": SUBTREE}
 MODIFY = {"add": MODIFY_ADD, "delete": MODIFY_DELETE, "replace": MODIFY_REPLACE}
