@@ -3,6 +3,7 @@ and the operations a test needs: change the store, plan and reconcile, look at t
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +19,7 @@ from sup.targets.ldap import LdapTarget
 from sup.users.schemas import UserCreate, UserPatch
 from sup.users.service import create_user, delete_user, update_user
 from tests.conftest import ACTOR
+from tests.support.cli import sup_env
 from tests.support.slapd import SlapdServer
 
 
@@ -68,6 +70,17 @@ class Site:
     def update_group(self, current_name: str, /, **fields: Any) -> None:
         with self.sessions.begin() as session:
             update_group(session, self.settings, ACTOR, current_name, GroupPatch(**fields))
+
+    def env(self) -> dict[str, str]:
+        """The environment that gives the `sup` command this site's settings."""
+        assert self.settings.ldap is not None
+        ldap = self.settings.ldap.model_dump(by_alias=True, exclude_none=True)
+        ldap["bind_password"] = self.settings.ldap.bind_password.get_secret_value()
+        variables = {"SUP_DATABASE_URL": self.settings.database_url}
+        for key, value in ldap.items():
+            text = json.dumps(value) if isinstance(value, list | bool) else str(value)
+            variables[f"SUP_LDAP__{key.upper()}"] = text
+        return sup_env(**variables)
 
     # --- passes --------------------------------------------------------------------------------------
 
