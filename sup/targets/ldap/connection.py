@@ -12,7 +12,9 @@ The bind password is used for the bind and nowhere else; no message built here c
 from __future__ import annotations
 
 import contextlib
+import socket
 import ssl
+import threading
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -27,11 +29,13 @@ from ldap3 import (
     MODIFY_DELETE,
     MODIFY_REPLACE,
     SUBTREE,
+    SYNC,
     Connection,
     Server,
     Tls,
 )
 from ldap3.core.exceptions import LDAPException
+from ldap3.operation.unbind import unbind_operation
 
 from sup.config import LdapSettings
 from sup.targets.base import ObserveError, TargetError
@@ -103,6 +107,8 @@ class LdapConnection:
             # connection is closed. Every wait has its own timeout instead (get_response below).
         )
         where = f"{settings.url} as {settings.bind_dn}"
+        if settings.start_tls:
+            _check_start_tls(server, settings.url)
         try:
             self._conn.open(read_server_info=False)
             if settings.start_tls and not self._conn.start_tls(read_server_info=False):
@@ -214,8 +220,27 @@ class LdapConnection:
         )
 
     def close(self) -> None:
-        with contextlib.suppress(LDAPException):  # the server may have dropped it already
-            self._conn.unbind()
+        """Unbind, and let ldap3's receiver thread finish before the socket is closed.
+
+        ldap3 2.9's ASYNC close() closes the socket under a receiver thread that may still be
+        reading it. Over TLS that thread can then read from whatever socket reuses the file
+        descriptor (seen: it ate the answer to another connection's bind). So: send the unbind,
+        wait for the server to hang up (or hang up ourselves), join the thread, then close.
+        """
+        conn = self._conn
+        if conn.closed:
+            return
+        receiver: threading.Thread | None = getattr(conn.strategy, "receiver", None)
+        with contextlib.suppress(LDAPException, OSError):
+            conn.send("unbindRequest", unbind_operation(), None)  # type: ignore[no-untyped-call]
+        if receiver is not None:
+            receiver.join(timeout=1)
+            if receiver.is_alive() and conn.socket is not None:
+                with contextlib.suppress(OSError):
+                    conn.socket.shutdown(socket.SHUT_RDWR)
+                receiver.join(timeout=self.timeout)
+        with contextlib.suppress(LDAPException, OSError):
+            conn.strategy.close()
 
 
 class Pipeline:
@@ -245,6 +270,22 @@ class Pipeline:
             lost = Outcome(-1, "unknown", f"{self.broken}; the next pass sees what happened")
             outcomes.extend([lost] * (len(writes) - len(outcomes)))
         return outcomes
+
+
+def _check_start_tls(server: Server, url: str) -> None:
+    """StartTLS once on a synchronous connection, so that a certificate that does not verify is a
+    clear error at once: ldap3's ASYNC strategy wraps the socket in its receiver thread, where the
+    same error only shows as a response timeout."""
+    probe = Connection(server, client_strategy=SYNC, raise_exceptions=False, auto_referrals=False)
+    try:
+        probe.open(read_server_info=False)
+        if not probe.start_tls(read_server_info=False):
+            raise TargetError(f"StartTLS with {url} failed: {probe.last_error or probe.result}")
+    except LDAPException as exc:
+        raise TargetError(f"StartTLS with {url} failed: {_describe(exc)}") from None
+    finally:
+        with contextlib.suppress(LDAPException):
+            probe.unbind()
 
 
 def _text(value: Any) -> str:
