@@ -151,7 +151,8 @@ class LdapSettings(_Section):
     empty_group_member: str | None = Field(
         "cn=empty-membership-placeholder",
         description="rfc2307bis: the member DN an empty group holds, because groupOfNames needs one "
-        "(a DN that is no entry, outside every search base); null with a class whose member is optional",
+        "(a DN that is no entry, outside every search base); null (or empty) with a class whose member "
+        "is optional",
     )
     unknown_entries: Literal["delete", "report"] = Field(
         "delete", description="entries below SUP's OUs that the store does not know"
@@ -185,6 +186,11 @@ class LdapSettings(_Section):
         if not re.fullmatch(r"ldaps?://[^/?#\s]+/?", value):
             raise ValueError("must be ldap://HOST[:PORT] or ldaps://HOST[:PORT]")
         return value
+
+    @field_validator("empty_group_member", mode="before")
+    @classmethod
+    def _no_placeholder(cls, value: object) -> object:
+        return None if value == "" else value  # SUP_LDAP__EMPTY_GROUP_MEMBER= (empty): none
 
     @field_validator("admin_groups")
     @classmethod

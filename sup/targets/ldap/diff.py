@@ -92,8 +92,8 @@ def _order(change: Change) -> tuple[int, int, int, str, str]:
     depth = -dn.count(",") if change.action == DELETE else 0  # children before their parents
     return (
         _ACTION_ORDER[change.action],
-        _KIND_ORDER.get(change.kind, 9),
         depth,
+        _KIND_ORDER.get(change.kind, 9),
         dn.lower(),
         str(change.subject),
     )

@@ -18,8 +18,9 @@ import re
 # Characters that must be escaped anywhere in a value (RFC 4514 section 2.4), plus `=`, which need
 # not be but reads less ambiguously escaped.
 _SPECIAL = frozenset('"+,;<>\\=')
-# A DN made only of these characters, with one `=` per RDN, is already in normal form once lower-cased.
-_PLAIN_DN = re.compile(r"[A-Za-z0-9=,._@-]*")
+# A DN of such plain RDNs is already in normal form once lower-cased.
+_PLAIN_RDN = r"[A-Za-z][A-Za-z0-9-]*=[A-Za-z0-9._@-]+"
+_PLAIN_DN = re.compile(rf"{_PLAIN_RDN}(?:,{_PLAIN_RDN})*")
 _ATTRIBUTE_TYPE = re.compile(r"[A-Za-z][A-Za-z0-9-]*|[0-9]+(?:\.[0-9]+)*")
 _HEX = frozenset("0123456789abcdefABCDEF")
 
@@ -118,7 +119,7 @@ def _parse_value(dn: str, i: int) -> tuple[str, int]:
 
 def normalize(dn: str) -> str:
     """A canonical form of `dn` for comparisons (not for writing: values are lower-cased)."""
-    if _PLAIN_DN.fullmatch(dn) and dn.count("=") == dn.count(",") + 1:
+    if _PLAIN_DN.fullmatch(dn):
         return dn.lower()  # the common case, and the hot path of a 20,000-entry observe
     return ",".join(
         "+".join(sorted(f"{t}={escape_value(v.lower())}" for t, v in rdn)) for rdn in parse_dn(dn)
