@@ -16,7 +16,7 @@ import socket
 import ssl
 import threading
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -46,6 +46,7 @@ PAGED_RESULTS = "1.2.840.113556.1.4.319"
 # already there, or deletes one that is not, succeeds instead of failing.
 PERMISSIVE_MODIFY = "1.2.840.113556.1.4.1413"
 
+SEARCH_RESULT_ENTRY = 4  # protocolOp of a SearchResultEntry (RFC 4511 section 4.5.2)
 SUCCESS = 0
 NO_SUCH_ATTRIBUTE = 16
 ATTRIBUTE_OR_VALUE_EXISTS = 20
@@ -106,6 +107,8 @@ class LdapConnection:
             # No receive_timeout: with it, ldap3 2.9's ASYNC receiver thread spins forever once the
             # connection is closed. Every wait has its own timeout instead (get_response below).
         )
+        # An instance attribute, so only this connection is affected (ldap3 stays as it is elsewhere).
+        self._conn.strategy.decode_response_fast = _lean_entries(self._conn.strategy.decode_response_fast)
         where = f"{settings.url} as {settings.bind_dn}"
         if settings.start_tls:
             _check_start_tls(server, settings.url)
@@ -288,16 +291,36 @@ def _check_start_tls(server: Server, url: str) -> None:
             probe.unbind()
 
 
-def _text(value: Any) -> str:
-    return value if isinstance(value, str) else bytes(value).decode("utf-8", "replace")
+def _lean_entries(decode: Callable[[Any], dict[str, Any]]) -> Callable[[Any], dict[str, Any]]:
+    """ldap3's decoder, except that a search result entry becomes just its DN and its attributes
+    (lower-cased name -> tuple of text values), ready for ObservedEntry.
+
+    ldap3 builds two case-insensitive dicts per entry, one of bytes and one of decoded values, in
+    the receiver thread; that was most of the time of a 20,000-entry observe. The BER decoding
+    stays ldap3's. The payload layout is that of ldap3 2.9's fast decoder (pinned in pyproject).
+    """
+
+    def decode_entries_leanly(message: Any) -> dict[str, Any]:
+        if message["protocolOp"] != SEARCH_RESULT_ENTRY:
+            return decode(message)
+        dn, attribute_list = message["payload"][0][3], message["payload"][1][3]
+        attributes = {
+            bytes(a[3][0][3]).decode("utf-8", "replace").lower(): tuple(
+                bytes(v[3]).decode("utf-8", "replace") for v in a[3][1][3]
+            )
+            for a in attribute_list
+        }
+        return {
+            "type": "searchResEntry",
+            "dn": bytes(dn).decode("utf-8", "replace"),
+            "attributes": attributes,
+        }
+
+    return decode_entries_leanly
 
 
 def _entry(item: Mapping[str, Any]) -> ObservedEntry:
-    attributes = {
-        name.lower(): tuple(_text(v) for v in (values if isinstance(values, list) else [values]))
-        for name, values in item["attributes"].items()
-    }
-    return ObservedEntry(str(item["dn"]), attributes)
+    return ObservedEntry(str(item["dn"]), item["attributes"])
 
 
 def _describe(exc: LDAPException) -> str:

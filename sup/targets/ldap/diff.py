@@ -51,7 +51,8 @@ def plan(desired: DesiredState, observed: Observed, layout: Layout) -> list[Chan
         reason = f"admin group {group} is not a group SUP provisions; no sudoRole is written for it"
         changes.append(Change(TARGET, REPORT, SUDO_ROLE, group, {"reason": reason}))
 
-    blocked = _collisions(wanted, observed.foreign, layout)
+    blocked = _collisions(wanted, observed.foreign)
+    _withdraw_sudo_of_blocked_groups(wanted, blocked, layout)
     for ndn, error in blocked.items():
         blocked_entry = wanted.entries[ndn]
         details = {"dn": blocked_entry.dn, "error": error}
@@ -155,7 +156,7 @@ def _attribute_diff(entry: Wanted, have: ObservedEntry) -> dict[str, Any]:
         diff["objectClass"] = {"old": sorted(present), "new": sorted(present) + missing}
     for attribute, want in entry.attributes.items():
         got = have.get(attribute)
-        if set(got) != set(want):
+        if got != want and set(got) != set(want):  # values are a set; the order is the server's
             diff[attribute] = {"old": shown(got), "new": shown(want)}
     return diff
 
@@ -217,7 +218,7 @@ def _frozen_member_values(wanted: WantedSet, blocked: Mapping[str, str], layout:
 # --- collisions with entries outside SUP's OUs ---------------------------------------------------
 
 
-def _collisions(wanted: WantedSet, foreign: Iterable[ObservedEntry], layout: Layout) -> dict[str, str]:
+def _collisions(wanted: WantedSet, foreign: Iterable[ObservedEntry]) -> dict[str, str]:
     """Wanted entries (normalized DN -> error) that share a uid, uidNumber, group name or gidNumber
     with an entry outside SUP's OUs. sssd would see two accounts (or groups) for one name or number."""
     taken: dict[tuple[str, str], list[str]] = defaultdict(list)
@@ -253,14 +254,18 @@ def _collisions(wanted: WantedSet, foreign: Iterable[ObservedEntry], layout: Lay
                 f"{'; '.join(problems)}, outside SUP's OUs: SUP does not write {item.kind} {item.name} "
                 "until that is resolved"
             )
+    return blocked
+
+
+def _withdraw_sudo_of_blocked_groups(wanted: WantedSet, blocked: Mapping[str, str], layout: Layout) -> None:
+    """An admin group in a collision loses its sudoRole: `%name` would also grant sudo to the
+    members of the foreign group of that name."""
     for name in layout.admin_groups:
         if dnlib.normalize(layout.group_dn(name)) in blocked:
             sudo = dnlib.normalize(layout.sudo_dn(name))
-            wanted.entries.pop(sudo, None)  # its %group would also match the foreign group's members
-            wanted.retired[sudo] = Retired(
-                SUDO_ROLE, name, None, f"admin group {name} collides with an entry outside SUP's OUs"
-            )
-    return blocked
+            wanted.entries.pop(sudo, None)
+            reason = f"admin group {name} collides with an entry outside SUP's OUs"
+            wanted.retired[sudo] = Retired(SUDO_ROLE, name, None, reason)
 
 
 # --- entries that must go -------------------------------------------------------------------------

@@ -18,6 +18,7 @@ import re
 # Characters that must be escaped anywhere in a value (RFC 4514 section 2.4), plus `=`, which need
 # not be but reads less ambiguously escaped.
 _SPECIAL = frozenset('"+,;<>\\=')
+_PLAIN_VALUE = re.compile(r"[A-Za-z0-9._@-]+")
 # A DN of such plain RDNs is already in normal form once lower-cased.
 _PLAIN_RDN = r"[A-Za-z][A-Za-z0-9-]*=[A-Za-z0-9._@-]+"
 _PLAIN_DN = re.compile(rf"{_PLAIN_RDN}(?:,{_PLAIN_RDN})*")
@@ -33,6 +34,8 @@ class InvalidDn(ValueError):
 
 def escape_value(value: str) -> str:
     """Escape an attribute value for use in an RDN (RFC 4514 section 2.4)."""
+    if _PLAIN_VALUE.fullmatch(value):
+        return value  # nothing to escape: every POSIX name SUP writes
     out: list[str] = []
     last = len(value) - 1
     for i, char in enumerate(value):

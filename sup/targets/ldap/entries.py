@@ -35,7 +35,7 @@ def wanted_entries(desired: DesiredState, layout: Layout) -> WantedSet:
     retired_users = set()
     if layout.deactivated == "delete":
         retired_users = {name for name, user in desired.users.items() if not user.active}
-    usable_users: set[str] = set()
+    usable_users: dict[str, str] = {}  # username -> its membership value (DN or uid)
     for name in sorted(desired.users):
         user = desired.users[name]
         if name in retired_users:
@@ -44,7 +44,7 @@ def wanted_entries(desired: DesiredState, layout: Layout) -> WantedSet:
         entry = _user_entry(user, layout, result)
         if entry is not None:
             result.entries[entry.ndn] = entry
-            usable_users.add(name)
+            usable_users[name] = entry.dn if layout.bis else name
     for name in sorted(desired.groups):
         group = desired.groups[name]
         owner = name if group.private and name in desired.users else None
@@ -151,7 +151,7 @@ def _user_entry(user: DesiredUser, layout: Layout, result: WantedSet) -> Wanted 
 
 
 def _group_entry(
-    group: DesiredGroup, owner: str | None, layout: Layout, usable_users: set[str], result: WantedSet
+    group: DesiredGroup, owner: str | None, layout: Layout, usable_users: dict[str, str], result: WantedSet
 ) -> Wanted | None:
     name = group.name
     dn = layout.group_dn(name)
@@ -164,5 +164,5 @@ def _group_entry(
     }
     if _refuse_values(GROUP, name, owner, dn, attributes, result):
         return None
-    members = tuple(sorted(layout.member_value(u) for u in group.members if u in usable_users))
+    members = tuple(sorted(usable_users[u] for u in group.members if u in usable_users))
     return Wanted(GROUP, name, dn, owner, layout.group_classes, attributes, members)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -44,6 +45,11 @@ class Retired:
     reason: str
 
 
+@functools.cache
+def _lower(name: str) -> str:
+    return name.lower()
+
+
 @dataclass(frozen=True)
 class ObservedEntry:
     """An entry as read: its DN as the server wrote it and its attributes, names lower-cased."""
@@ -52,7 +58,7 @@ class ObservedEntry:
     attributes: Mapping[str, tuple[str, ...]]
 
     def get(self, attribute: str) -> tuple[str, ...]:
-        return self.attributes.get(attribute.lower(), ())
+        return self.attributes.get(_lower(attribute), ())
 
     @property
     def classes(self) -> frozenset[str]:
