@@ -29,23 +29,23 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ldap3 import ASYNC, SAFE_SYNC, Connection, Server  # noqa: E402
+from ldap3 import ASYNC, SAFE_SYNC, Connection, Server
 
-from sup.config import Settings  # noqa: E402
-from sup.domain.desired import DesiredState  # noqa: E402
-from sup.groups.schemas import GroupCreate  # noqa: E402
-from sup.groups.service import create_group  # noqa: E402
-from sup.reconcile.planner import desired_state, run_pass  # noqa: E402
-from sup.store import migrate  # noqa: E402
-from sup.store.audit import Actor  # noqa: E402
-from sup.store.session import make_engine, make_sessionmaker  # noqa: E402
-from sup.targets.base import CREATE, Change  # noqa: E402
-from sup.targets.ldap import LdapTarget  # noqa: E402
-from sup.targets.ldap.diff import META_KEYS, values_of  # noqa: E402
-from sup.users.schemas import UserCreate  # noqa: E402
-from sup.users.service import create_user  # noqa: E402
-from tests.support.keys import ed25519_key  # noqa: E402
-from tests.support.slapd import SERVICE_DN, SERVICE_PASSWORD, SlapdServer  # noqa: E402
+from sup.config import Settings
+from sup.domain.desired import DesiredState
+from sup.groups.schemas import GroupCreate
+from sup.groups.service import create_group
+from sup.reconcile.planner import desired_state, run_pass
+from sup.store import migrate
+from sup.store.audit import Actor
+from sup.store.session import make_engine, make_sessionmaker
+from sup.targets.base import CREATE, Change
+from sup.targets.ldap import LdapTarget
+from sup.targets.ldap.diff import META_KEYS, values_of
+from sup.users.schemas import UserCreate
+from sup.users.service import create_user
+from tests.support.keys import ed25519_key
+from tests.support.slapd import SERVICE_DN, SERVICE_PASSWORD, SlapdServer
 
 ACTOR = Actor(name="bench", role="admin")
 Entry = tuple[str, dict[str, list[str]]]
@@ -61,7 +61,7 @@ def timed(results: dict[str, float], name: str) -> Iterator[None]:
 def fill_store(settings: Settings, users: int, groups: int, memberships: int) -> None:
     """Users with one SSH key each, then groups; each user in `memberships` random groups."""
     sessions = make_sessionmaker(make_engine(settings.database_url))
-    rng = random.Random(42)
+    rng = random.Random(42)  # noqa: S311 - a reproducible sample, not a secret
     names = [f"user{i:05d}" for i in range(users)]
     members: dict[int, list[str]] = {g: [] for g in range(groups)}
     for name in names:
@@ -88,7 +88,11 @@ def entries_of(changes: Sequence[Change]) -> list[Entry]:
     return [
         (
             str(c.details["dn"]),
-            {k: values_of(v["new"]) for k, v in c.details.items() if k not in META_KEYS and values_of(v["new"])},
+            {
+                k: values_of(v["new"])
+                for k, v in c.details.items()
+                if k not in META_KEYS and values_of(v["new"])
+            },
         )
         for c in changes
         if c.action == CREATE
@@ -113,7 +117,7 @@ def raw_async(url: str, entries: list[Entry], depth: int = 64) -> None:
     for dn, attributes in entries:
         if len(in_flight) >= depth:
             collect()
-        in_flight.append(conn.add(dn, attributes=attributes))
+        in_flight.append(conn.add(dn, attributes=attributes))  # type: ignore[no-untyped-call]
     while in_flight:
         collect()
     conn.unbind()
@@ -122,7 +126,7 @@ def raw_async(url: str, entries: list[Entry], depth: int = 64) -> None:
 def raw_sync(url: str, entries: list[Entry]) -> None:
     conn = Connection(Server(url), SERVICE_DN, SERVICE_PASSWORD, client_strategy=SAFE_SYNC, auto_bind=True)
     for dn, attributes in entries:
-        _, result, _, _ = conn.add(dn, attributes=attributes)
+        _, result, _, _ = conn.add(dn, attributes=attributes)  # type: ignore[no-untyped-call]
         assert result["result"] == 0, result
     conn.unbind()
 
@@ -191,7 +195,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         sessions = make_sessionmaker(make_engine(database_url))
         with timed(results, "SUP no-change `run_pass` (store read included)"):
             whole = run_pass(settings, sessions, only=["ldap"], apply=True)
-        assert whole.ok and whole.changes == [], [t.error for t in whole.targets]
+        assert whole.ok, [t.error for t in whole.targets]
+        assert whole.changes == []
 
         if not args.no_sequential:
             with timed(results, "SUP first pass, pipeline_depth=1"):
@@ -202,8 +207,10 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     first = results["SUP first pass (observe + diff + apply)"]
     raw_async_time = results["raw ldap3 ASYNC load, 64 in flight"]
-    print(f"\n{counts['users']} users, {counts['groups']} groups (private ones included), {counts['entries']} entries; "
-          f"Python {sys.version.split()[0]}\n")  # fmt: skip
+    print(
+        f"\n{counts['users']} users, {counts['groups']} groups (private ones included), "
+        f"{counts['entries']} entries; Python {sys.version.split()[0]}\n"
+    )
     print("| step | seconds | entries/s |")
     print("|---|---:|---:|")
     for name, seconds in results.items():

@@ -256,7 +256,7 @@ def test_unknown_subtrees_are_deleted_deepest_first(site: Site) -> None:
     assert site.dns(site.groups_dn) == {site.groups_dn.lower(), site.group_dn("kim").lower()}
 
 
-def test_entries_outside_suprs_ous_are_never_touched(site: Site) -> None:
+def test_entries_outside_sups_ous_are_never_touched(site: Site) -> None:
     other = f"ou=staff,{site.base_dn}"
     with site.admin() as c:
         assert c.add(other, ["organizationalUnit"], {"ou": "staff"})[0]

@@ -53,7 +53,7 @@ from sup.targets.ldap.layout import GROUP, OU, USER, Layout
 class _Op:
     write: Write
     changes: list[Change]
-    # users who are not added to a group when this write (a group create) fails
+    # a group create's membership values: their users are not added when it fails
     members: list[str] = field(default_factory=list)
     # a membership modify refused for a value already there or gone: the same, value by value
     # (adds, then removes)
@@ -71,13 +71,22 @@ class _Run:
     def fail(self, change: Change, error: str) -> None:
         self.report.failed.append(Failure(change, error))
 
-    def execute(self, ops: Sequence[_Op], tolerated: Callable[[_Op, Outcome], bool] | None = None) -> bool:
-        """Send `ops`; record each change as applied or failed. False once the connection broke."""
+    def fail_op(self, op: _Op, error: str) -> None:
+        """Every change of `op` failed; for a group create, so did adding each of its members."""
+        for change in op.changes:
+            self.fail(change, error)
+        for value in op.members:
+            user = self.layout.username_of_member(value)
+            if user is not None and value != self.layout.placeholder:
+                group = op.changes[0]
+                self.fail(replace(group, subject=user), f"not added to group {group.name}: {error}")
+
+    def execute(self, ops: Sequence[_Op], tolerated: Callable[[_Op, Outcome], bool] | None = None) -> None:
+        """Send `ops`; record each change as applied or failed."""
         if self.pipeline.broken:
             for op in ops:
-                for change in op.changes:
-                    self.fail(change, f"not attempted: {self.pipeline.broken}")
-            return False
+                self.fail_op(op, f"not attempted: {self.pipeline.broken}")
+            return
         outcomes = self.pipeline.run([op.write for op in ops])
         retry = []
         for op, outcome in zip(ops, outcomes, strict=True):
@@ -87,18 +96,12 @@ class _Run:
             if op.fallback is not None and outcome.code in (ATTRIBUTE_OR_VALUE_EXISTS, NO_SUCH_ATTRIBUTE):
                 retry.append(op.fallback)
                 continue
-            error = f"{op.write.operation} {op.write.dn}: {outcome}"
-            for change in op.changes:
-                self.fail(change, error)
-            for user in op.members:
-                name = op.changes[0].name
-                self.fail(replace(op.changes[0], subject=user), f"not added to group {name}: {error}")
+            self.fail_op(op, f"{op.write.operation} {op.write.dn}: {outcome}")
         if retry:
             adds = [o for one_by_one, _ in retry for o in one_by_one]
             removes = [o for _, one_by_one in retry for o in one_by_one]
             self.execute(adds, tolerated=lambda _op, outcome: outcome.code == ATTRIBUTE_OR_VALUE_EXISTS)
             self.execute(removes, tolerated=lambda _op, outcome: outcome.code == NO_SUCH_ATTRIBUTE)
-        return self.pipeline.broken is None
 
 
 def apply_changes(
@@ -177,11 +180,13 @@ def _group_create(run: _Run, change: Change) -> _Op:
     attributes.pop(attribute, None)
     if kept:
         attributes[attribute] = kept
-    users = [u for v in kept if (u := layout.username_of_member(v)) is not None and v != layout.placeholder]
-    return _Op(Write("add", str(details["dn"]), attributes=attributes), [change], members=users)
+    return _Op(Write("add", str(details["dn"]), attributes=attributes), [change], members=kept)
 
 
 def _without_failed_users(run: _Run, values: list[str]) -> tuple[list[str], list[str]]:
+    """(the values to write, the users left out because creating them failed)."""
+    if not run.failed_users:
+        return values, []
     kept, dropped = [], []
     for value in values:
         user = run.layout.username_of_member(value) if value != run.layout.placeholder else None

@@ -48,6 +48,7 @@ PERMISSIVE_MODIFY = "1.2.840.113556.1.4.1413"
 
 SEARCH_RESULT_ENTRY = 4  # protocolOp of a SearchResultEntry (RFC 4511 section 4.5.2)
 SUCCESS = 0
+LIMITS = frozenset({3, 4, 11})  # timeLimitExceeded, sizeLimitExceeded, adminLimitExceeded
 NO_SUCH_ATTRIBUTE = 16
 ATTRIBUTE_OR_VALUE_EXISTS = 20
 NO_SUCH_OBJECT = 32
@@ -177,9 +178,10 @@ class LdapConnection:
                     str(result.get("description")),
                     str(result.get("message") or ""),
                 )
+                hint = " (check the size and time limits of the bind DN)" if outcome.code in LIMITS else ""
                 raise ObserveError(
                     f"reading {base} from {self.url} stopped after {len(entries)} entries: {outcome}; "
-                    "a partial read, so nothing is changed (check the size and time limits of the bind DN)"
+                    f"a partial read, so nothing is changed{hint}"
                 )
             for item in response or ():
                 if item.get("type") != "searchResEntry":

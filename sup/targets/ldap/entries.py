@@ -32,7 +32,7 @@ class WantedSet:
 
 def wanted_entries(desired: DesiredState, layout: Layout) -> WantedSet:
     result = WantedSet()
-    retired_users = set()
+    retired_users: set[str] = set()
     if layout.deactivated == "delete":
         retired_users = {name for name, user in desired.users.items() if not user.active}
     usable_users: dict[str, str] = {}  # username -> its membership value (DN or uid)
