@@ -8,7 +8,7 @@ from sup.targets.base import ApplyReport, Change
 from sup.targets.ldap.apply import apply_changes
 from sup.targets.ldap.connection import Outcome, Write
 from sup.targets.ldap.diff import plan
-from tests.ldap.test_diff import EMPTY, layout, simulate, state, user
+from tests.ldap.plans import EMPTY, layout, simulate, state, user
 
 SHAPE = layout(admin_groups=("ops",))
 
