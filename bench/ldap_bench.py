@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import random
+import shutil
 import sys
 import tempfile
 import time
@@ -204,6 +205,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             counts["sequential failures"] = failed
     finally:
         slapd.stop()
+        shutil.rmtree(work, ignore_errors=True)
 
     first = results["SUP first pass (observe + diff + apply)"]
     raw_async_time = results["raw ldap3 ASYNC load, 64 in flight"]
