@@ -7,6 +7,7 @@ import typer
 from sup import __version__
 from sup.cli import db, identities, reconcile, tokens
 from sup.cli.common import Exit, context, fail
+from sup.cli.sssd import sssd_config
 
 app = typer.Typer(
     name="sup",
@@ -23,6 +24,7 @@ app.add_typer(identities.user_app, name="user")
 app.add_typer(identities.group_app, name="group")
 app.command()(reconcile.plan)
 app.command()(reconcile.reconcile)
+app.command(name="sssd-config")(sssd_config)
 
 
 @app.command()

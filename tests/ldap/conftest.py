@@ -1,0 +1,122 @@
+"""Fixtures for the LDAP target: real slapd servers (one per schema, for the whole session), a fresh
+base DN per test, a SQLite store per test, and a real sssd reading the test's base DN."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy.orm import Session, sessionmaker
+
+from sup.config import Settings
+from sup.store.session import make_engine, make_sessionmaker
+from sup.targets.ldap.sssd_config import render
+from tests.ldap.site import Site
+from tests.support.slapd import SlapdServer, SlapdUnavailable
+from tests.support.sssd import SssdServer, SssdUnavailable
+
+# sssd normally caches entries for 90 minutes and "no such user" for 15 s; the tests look right
+# after each write.
+NEGATIVE_TIMEOUT = 1
+SSSD_TEST_OPTIONS = (
+    "entry_cache_timeout=1",
+    "nss:memcache_timeout=0",
+    f"nss:entry_negative_timeout={NEGATIVE_TIMEOUT}",
+    "ldap_network_timeout=5",
+)
+
+
+def _start_slapd(schema: str) -> Iterator[SlapdServer]:
+    try:
+        server = SlapdServer(schema)
+        server.start()
+    except SlapdUnavailable as exc:
+        pytest.skip(str(exc))
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def slapd_rfc2307bis() -> Iterator[SlapdServer]:
+    yield from _start_slapd("rfc2307bis")
+
+
+@pytest.fixture(scope="session")
+def slapd_rfc2307() -> Iterator[SlapdServer]:
+    yield from _start_slapd("rfc2307")
+
+
+@pytest.fixture
+def slapd(slapd_rfc2307bis: SlapdServer) -> SlapdServer:
+    """The default directory shape: rfc2307bis."""
+    return slapd_rfc2307bis
+
+
+@pytest.fixture(params=["rfc2307bis", "rfc2307"])
+def any_slapd(request: pytest.FixtureRequest) -> SlapdServer:
+    """Both directory shapes: the test runs once against each."""
+    server: SlapdServer = request.getfixturevalue(f"slapd_{request.param}")
+    return server
+
+
+@pytest.fixture
+def store_url(tmp_path: Path, sqlite_template: Path) -> str:
+    """A migrated, empty store (SQLite: the LDAP target does not care which database is behind it)."""
+    path = tmp_path / "sup.db"
+    shutil.copy(sqlite_template, path)
+    return f"sqlite:///{path}"
+
+
+@pytest.fixture
+def store_sessions(store_url: str) -> Iterator[sessionmaker[Session]]:
+    engine = make_engine(store_url)
+    yield make_sessionmaker(engine)
+    engine.dispose()
+
+
+@pytest.fixture
+def make_site(store_url: str, store_sessions: sessionmaker[Session]) -> Iterator[Callable[..., Site]]:
+    """Factory: make_site(slapd, **ldap_settings) -> a Site on a fresh base DN of that server."""
+    sites: list[Site] = []
+
+    def make(server: SlapdServer, **ldap: Any) -> Site:
+        base = server.new_base()
+        settings = Settings(database_url=store_url, ldap=server.ldap_settings(base, **ldap))
+        site = Site(server, base, settings, store_sessions)
+        sites.append(site)
+        return site
+
+    yield make
+    for site in sites:
+        for target in site.targets:
+            target.close()
+
+
+@pytest.fixture
+def site(make_site: Callable[..., Site], slapd: SlapdServer) -> Site:
+    return make_site(slapd)
+
+
+@pytest.fixture
+def start_sssd() -> Iterator[Callable[..., SssdServer]]:
+    """Factory: start_sssd(site) -> a real sssd, configured by `sup sssd-config`'s renderer."""
+    started: list[SssdServer] = []
+
+    def start(site: Site, *options: str) -> SssdServer:
+        assert site.settings.ldap is not None
+        config = render(site.settings.ldap, options=[*SSSD_TEST_OPTIONS, *options])
+        try:
+            server = SssdServer(config, negative_timeout=NEGATIVE_TIMEOUT)
+        except SssdUnavailable as exc:
+            pytest.skip(str(exc))
+        started.append(server)
+        return server.start()
+
+    yield start
+    for server in started:
+        server.stop()
