@@ -20,7 +20,11 @@ def load_snapshot(session: Session) -> StoreSnapshot:
             selectinload(Group.memberships).selectinload(Membership.user), selectinload(Group.private_user)
         )
     ).all()
-    accounts = session.scalars(select(SlurmAccount).options(selectinload(SlurmAccount.group))).all()
+    accounts = session.scalars(
+        select(SlurmAccount).options(
+            selectinload(SlurmAccount.group), selectinload(SlurmAccount.coordinators_group)
+        )
+    ).all()
     return StoreSnapshot(
         users=tuple(
             StoredUser(
@@ -36,6 +40,7 @@ def load_snapshot(session: Session) -> StoreSnapshot:
                 ssh_public_keys=tuple(k.line for k in u.ssh_keys),
                 active=u.active,
                 groups=frozenset(m.group.name for m in u.memberships),
+                default_account=u.slurm_default_account,
             )
             for u in users
         ),
@@ -61,6 +66,7 @@ def load_snapshot(session: Session) -> StoreSnapshot:
                 partitions=tuple(a.partitions),
                 limits=dict(a.limits),
                 group=a.group.name if a.group is not None else None,
+                coordinators=a.coordinators_group.name if a.coordinators_group is not None else None,
             )
             for a in accounts
         ),
