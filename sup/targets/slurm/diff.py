@@ -221,7 +221,8 @@ def _cluster(desired: SlurmDesired, observed: Observed, state: ClusterState, out
             after.setdefault(key[1], set()).add(key[0])
     for account, user, _ in adds:
         after.setdefault(user, set()).add(account)
-    _default_accounts(desired, state, before, after, out)
+    touched = {(user, account) for account, user, _ in (*adds, *deletes)}
+    _default_accounts(desired, state, before, after, touched, out)
 
     for account, user, partition in deletes:
         details = {"cluster": cluster, "account": account, "user": user}
@@ -276,10 +277,15 @@ def _default_accounts(
     state: ClusterState,
     before: Mapping[str, set[str]],
     after: Mapping[str, set[str]],
+    touched: set[tuple[str, str]],
     out: _Plan,
 ) -> None:
     """Every user keeps a default account among the accounts they will have; a new default is set in
-    the modification phase, before the removals take the old one away."""
+    the modification phase, before the removals take the old one away.
+
+    Slurm marks one association row as the default. When rows of the default account are added or
+    removed (partitions changed), the default is set again after the adds: that marks every row of
+    the account, so the default survives the removal of whichever row held it."""
     for user in sorted(after):
         if user in desired.ignore_users or not after[user]:
             continue
@@ -291,6 +297,13 @@ def _default_accounts(
             continue  # created in this pass with DefaultAccount set
         if have != want:
             details = {"cluster": state.name, "default_account": _old_new(have, want)}
+            out.modifications.append(Change(TARGET, UPDATE, USER, user, details, subject=user))
+        elif (user, want) in touched:
+            details = {
+                "cluster": state.name,
+                "default_account": _old_new(have, want),
+                "reason": "the partitions of the default account change",
+            }
             out.modifications.append(Change(TARGET, UPDATE, USER, user, details, subject=user))
 
 
