@@ -204,3 +204,33 @@ def test_partitions_and_several_clusters(
     reconcile(settings, store)
     assert h.associations(slurmdbd, cluster) == {("gpu", "kim", "")}
     assert plan(settings, store) == []
+
+
+def _statuses(store: sessionmaker[Session]) -> dict[str, tuple[str, str | None]]:
+    with store() as session:
+        rows = session.scalars(select(TargetStatus).where(TargetStatus.target == "slurm"))
+        return {r.username: (r.state, r.last_error) for r in rows}
+
+
+def test_running_jobs_block_one_user_not_the_batch(
+    science: Settings, store: sessionmaker[Session], slurmdbd: SlurmdbdServer, cluster: str
+) -> None:
+    reconcile(science, store)
+    h.change_user(store, science, "kim", active=False)
+    h.change_user(store, science, "lalo", active=False)
+    slurmdbd.fake_running_job(cluster, "phys", "kim", job_id=4242)
+
+    result = run_pass(science, store, only=["slurm"], apply=True)
+    target = result.targets[0]
+    assert target.state == "partial"
+    assert [(f.change.name, f.change.subject) for f in target.failed] == [("phys/kim", "kim")]
+    assert "Job(s) active" in target.failed[0].error
+    assert {u for _, u, _ in h.associations(slurmdbd, cluster)} == {"kim", "saul"}  # lalo is gone
+    statuses = _statuses(store)
+    assert statuses["kim"][0] == "error" and "Job(s) active" in (statuses["kim"][1] or "")
+    assert statuses["lalo"] == ("in_sync", None)
+
+    slurmdbd.finish_job(cluster, 4242)
+    reconcile(science, store)  # retried on the next pass
+    assert {u for _, u, _ in h.associations(slurmdbd, cluster)} == {"saul"}
+    assert _statuses(store)["kim"] == ("in_sync", None)

@@ -227,6 +227,25 @@ class SlurmdbdServer:
         """Run SQL against slurmdbd's database (tests use it to fake a running job)."""
         return self._sql(f"USE slurm_acct_db; {statement}").stdout
 
+    def fake_running_job(self, cluster: str, account: str, user: str, job_id: int) -> None:
+        """A job row as slurmctld would record it for a running job of the association: what makes
+        slurmdbd refuse to remove that association ("Job(s) active")."""
+        self.sql(
+            f"INSERT INTO {cluster}_job_table (id_job, id_assoc, id_user, id_group, job_name, `partition`,"
+            " state, time_submit, time_eligible, time_start, time_end, gres_used, wckey, work_dir,"
+            " tres_alloc, tres_req, account, cpus_req, id_array_job, het_job_id, het_job_offset, id_qos,"
+            " id_resv, id_wckey, kill_requid, state_reason_prev, nodes_alloc, priority, env_hash_inx,"
+            f" script_hash_inx) SELECT {job_id}, id_assoc, 1000, 1000, 'sim', 'debug', 1,"
+            " UNIX_TIMESTAMP(), UNIX_TIMESTAMP(), UNIX_TIMESTAMP(), 0, '', '', '/tmp', '', '', acct, 1, 0, 0,"
+            " 4294967294, 1, 0, 0, 4294967295, 0, 1, 1, 0, 0"
+            f" FROM {cluster}_assoc_table WHERE user='{user}' AND acct='{account}' AND deleted=0"
+        )
+
+    def finish_job(self, cluster: str, job_id: int) -> None:
+        self.sql(
+            f"UPDATE {cluster}_job_table SET state=3, time_end=UNIX_TIMESTAMP() WHERE id_job={job_id}"
+        )
+
     # --- slurmdbd --------------------------------------------------------------------------------
 
     def _start_slurmdbd(self) -> None:
