@@ -42,7 +42,9 @@ def user_row(server: SlurmdbdServer, cluster: str, account: str, user: str) -> d
 
 
 def defaults(server: SlurmdbdServer, cluster: str) -> dict[str, str]:
-    rows = server.show("user", "withassoc", "where", f"cluster={cluster}", "format=User,Cluster,DefaultAccount")
+    rows = server.show(
+        "user", "withassoc", "where", f"cluster={cluster}", "format=User,Cluster,DefaultAccount"
+    )
     return {u: d for u, c, d in rows if c == cluster and u != "root"}
 
 

@@ -45,7 +45,9 @@ def test_drift_is_planned_then_repaired(
     # added to a managed account, and an account SUP does not know (with a '|' in its description).
     slurmdbd.sacctmgr("delete", "user", "where", "name=lalo", "account=chem", f"cluster={cluster}")
     slurmdbd.sacctmgr("modify", "account", "where", "name=phys", f"cluster={cluster}", "set", "fairshare=5")
-    slurmdbd.sacctmgr("modify", "user", "where", "name=kim", "account=phys", f"cluster={cluster}", "set", "maxjobs=99")
+    slurmdbd.sacctmgr(
+        "modify", "user", "where", "name=kim", "account=phys", f"cluster={cluster}", "set", "maxjobs=99"
+    )
     slurmdbd.sacctmgr("add", "account", "ops", f"cluster={cluster}", "description=ops | on call")
     slurmdbd.sacctmgr("add", "user", "stranger", "account=phys", f"cluster={cluster}")
     slurmdbd.sacctmgr("add", "user", "stranger", "account=ops", f"cluster={cluster}")
@@ -61,7 +63,10 @@ def test_drift_is_planned_then_repaired(
         ("delete", "association", "phys/stranger"),
         ("report", "account", "ops"),
     }
-    assert changes[("update", "user", "stranger")]["details"]["default_account"] == {"old": "phys", "new": "ops"}
+    assert changes[("update", "user", "stranger")]["details"]["default_account"] == {
+        "old": "phys",
+        "new": "ops",
+    }
     assert changes[("update", "account", "phys")]["details"] == {
         "cluster": cluster,
         "fairshare": {"old": "5", "new": "100"},

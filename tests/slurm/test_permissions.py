@@ -13,7 +13,10 @@ from tests.support.slurmdbd import SlurmdbdServer
 
 
 def test_admin_levels_follow_the_admin_groups(
-    store: sessionmaker[Session], slurm_settings: Callable[..., Settings], slurmdbd: SlurmdbdServer, cluster: str
+    store: sessionmaker[Session],
+    slurm_settings: Callable[..., Settings],
+    slurmdbd: SlurmdbdServer,
+    cluster: str,
 ) -> None:
     settings = slurm_settings(admin_groups={"hpc-ops": "Operator", "hpc-admins": "Administrator"})
     for group in ("hpc-users", "hpc-ops", "hpc-admins"):
@@ -39,7 +42,10 @@ def test_admin_levels_follow_the_admin_groups(
 
 
 def test_admin_levels_are_left_alone_without_admin_groups(
-    store: sessionmaker[Session], slurm_settings: Callable[..., Settings], slurmdbd: SlurmdbdServer, cluster: str
+    store: sessionmaker[Session],
+    slurm_settings: Callable[..., Settings],
+    slurmdbd: SlurmdbdServer,
+    cluster: str,
 ) -> None:
     settings = slurm_settings()
     h.add_group(store, settings, "hpc-users")
@@ -52,7 +58,10 @@ def test_admin_levels_are_left_alone_without_admin_groups(
 
 
 def test_coordinators_group(
-    store: sessionmaker[Session], slurm_settings: Callable[..., Settings], slurmdbd: SlurmdbdServer, cluster: str
+    store: sessionmaker[Session],
+    slurm_settings: Callable[..., Settings],
+    slurmdbd: SlurmdbdServer,
+    cluster: str,
 ) -> None:
     settings = slurm_settings()
     for group in ("physics", "physics-leads"):

@@ -34,7 +34,9 @@ class Recorder:
         return self.targets[-1].sacctmgr.writes
 
 
-def reconcile(settings: Settings, store: sessionmaker[Session], recorder: Recorder | None = None, **kw: Any) -> Pass:
+def reconcile(
+    settings: Settings, store: sessionmaker[Session], recorder: Recorder | None = None, **kw: Any
+) -> Pass:
     result = run_pass(settings, store, only=["slurm"], apply=True, opener=recorder or Recorder(), **kw)
     target = result.targets[0]
     assert target.state in ("applied", "planned"), (target.state, target.error, target.failed)
@@ -65,7 +67,12 @@ def science(store: sessionmaker[Session], slurm_settings: Callable[..., Settings
         group="physics",
         description="Physics: odd = text, with commas & (brackets)",
         fairshare=100,
-        limits={"grp_tres": {"cpu": "64", "mem": "20G"}, "grp_jobs": 100, "max_jobs": 10, "max_wall": "2-00:00:00"},
+        limits={
+            "grp_tres": {"cpu": "64", "mem": "20G"},
+            "grp_jobs": 100,
+            "max_jobs": 10,
+            "max_wall": "2-00:00:00",
+        },
     )
     h.add_account(store, "chem", parent="science", group="chemistry", fairshare=30)
     return settings
@@ -87,7 +94,11 @@ def test_first_pass_provisions_and_second_pass_writes_nothing(
     rows = h.accounts(slurmdbd, cluster)
     assert rows["science"]["ParentName"] == "root" and rows["science"]["Fairshare"] == "50"
     assert rows["phys"]["ParentName"] == "science" and rows["chem"]["ParentName"] == "science"
-    assert (rows["phys"]["Fairshare"], rows["phys"]["GrpTRES"], rows["phys"]["GrpJobs"]) == ("100", "cpu=64,mem=20G", "100")
+    assert (rows["phys"]["Fairshare"], rows["phys"]["GrpTRES"], rows["phys"]["GrpJobs"]) == (
+        "100",
+        "cpu=64,mem=20G",
+        "100",
+    )
     assert (rows["phys"]["MaxJobs"], rows["phys"]["MaxWall"]) == ("10", "2-00:00:00")
     # Users inherit the account's per-user limits; SUP sets nothing of its own on them.
     kim = h.user_row(slurmdbd, cluster, "phys", "kim")
@@ -180,7 +191,10 @@ def test_deactivated_user_loses_every_association(
 
 
 def test_partitions_and_several_clusters(
-    store: sessionmaker[Session], slurm_settings: Callable[..., Settings], slurmdbd: SlurmdbdServer, cluster: str
+    store: sessionmaker[Session],
+    slurm_settings: Callable[..., Settings],
+    slurmdbd: SlurmdbdServer,
+    cluster: str,
 ) -> None:
     other = f"{cluster}b"
     slurmdbd.sacctmgr("add", "cluster", other)

@@ -242,9 +242,7 @@ class SlurmdbdServer:
         )
 
     def finish_job(self, cluster: str, job_id: int) -> None:
-        self.sql(
-            f"UPDATE {cluster}_job_table SET state=3, time_end=UNIX_TIMESTAMP() WHERE id_job={job_id}"
-        )
+        self.sql(f"UPDATE {cluster}_job_table SET state=3, time_end=UNIX_TIMESTAMP() WHERE id_job={job_id}")
 
     # --- slurmdbd --------------------------------------------------------------------------------
 
