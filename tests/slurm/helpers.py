@@ -21,7 +21,7 @@ FIELDS = "Account,User,Partition,ParentName,Fairshare,QOS,DefaultQOS,GrpTRES,Grp
 
 def associations(server: SlurmdbdServer, cluster: str) -> set[tuple[str, str, str]]:
     """(account, user, partition) of every user association on the cluster, root's excepted."""
-    rows = server.show("association", f"where", f"cluster={cluster}", "format=Account,User,Partition")
+    rows = server.show("association", "where", f"cluster={cluster}", "format=Account,User,Partition")
     return {(a, u, p) for a, u, p in rows if u and u != "root"}
 
 

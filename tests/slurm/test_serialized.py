@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -22,7 +23,7 @@ from sup.targets.slurm import SlurmTarget
 url, section, cluster, users = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3], sys.argv[4].split(",")
 target = SlurmTarget(Settings(database_url=url, slurm=section))
 changes = [
-    Change("slurm", "create", "association", f"phys/{u}", {"cluster": cluster, "account": "phys", "user": u}, u)
+    Change("slurm", "create", "association", f"phys/{u}", {"cluster": cluster, "account": "phys", "user": u})
     for u in users
 ]
 report = target.apply(changes)
@@ -54,7 +55,7 @@ def _intervals(log: Path) -> list[tuple[int, int]]:
 
 
 def _overlaps(intervals: list[tuple[int, int]]) -> int:
-    return sum(1 for (_, end), (start, _) in zip(intervals, intervals[1:], strict=False) if start < end)
+    return sum(1 for (_, end), (start, _) in itertools.pairwise(intervals) if start < end)
 
 
 @pytest.mark.parametrize(
