@@ -85,9 +85,14 @@ def measure_naive(server: SlurmdbdServer, sample: int, accounts: int) -> tuple[f
     ]
     user_seconds = [
         sacctmgr(
-            server, "add", "user", f"n{i}", f"account=naive{i % accounts}",
-            f"defaultaccount=naive{i % accounts}", f"cluster={cluster}",
-        )  # fmt: skip
+            server,
+            "add",
+            "user",
+            f"n{i}",
+            f"account=naive{i % accounts}",
+            f"defaultaccount=naive{i % accounts}",
+            f"cluster={cluster}",
+        )
         for i in range(sample)
     ]
     return sum(user_seconds) / sample, sum(account_seconds) / accounts
@@ -139,29 +144,43 @@ def sup_pass(settings: Settings, url: str) -> tuple[float, int, int, int]:
     return elapsed, len(target.changes), len(target.failed), opener.target.sacctmgr.writes
 
 
+def started_server() -> SlurmdbdServer:
+    """A fresh munge + MariaDB + slurmdbd: each measurement starts from an empty accounting database
+    (the cost of some calls grows with what the database holds)."""
+    server = SlurmdbdServer(cluster="bench")
+    server.start()
+    os.environ["SLURM_CONF"] = str(server.slurm_conf)
+    return server
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--users", type=int, default=10_000)
     parser.add_argument("--accounts", type=int, default=50)
     parser.add_argument("--sample", type=int, default=200, help="naive calls actually timed")
     parser.add_argument("--chunk-total", type=int, default=4000, help="users added per chunk-size run")
     parser.add_argument("--chunks", default="100,250,500,1000,2000,4000")
     args = parser.parse_args()
-
     work = Path(tempfile.mkdtemp(prefix="sup-bench-"))
-    server = SlurmdbdServer(cluster="bench")
-    server.start()
-    os.environ["SLURM_CONF"] = str(server.slurm_conf)
     try:
-        version = server.sacctmgr_result("--version").stdout.strip()
-        print(f"{version}; slurmdbd on {server.address}; {os.cpu_count()} cores", flush=True)
+        server = started_server()
+        try:
+            version = server.sacctmgr_result("--version").stdout.strip()
+            print(f"{version}; {os.cpu_count()} cores", flush=True)
+            print("chunk size (new users into one account):", flush=True)
+            sizes = [int(s) for s in args.chunks.split(",")]
+            chunk_results = measure_chunks(server, sizes, args.chunk_total)
+        finally:
+            server.stop()
 
-        print("chunk size (new users into one account):", flush=True)
-        sizes = [int(s) for s in args.chunks.split(",")]
-        chunk_results = measure_chunks(server, sizes, args.chunk_total)
-
-        print(f"naive baseline: timing {args.sample} one-user calls ...", flush=True)
-        per_user, per_account = measure_naive(server, args.sample, args.accounts)
+        server = started_server()
+        try:
+            print(f"naive baseline: timing {args.sample} one-user calls ...", flush=True)
+            per_user, per_account = measure_naive(server, args.sample, args.accounts)
+        finally:
+            server.stop()
         naive_total = per_user * args.users + per_account * args.accounts
         print(f"  {per_user:.3f} s per user call, {per_account:.3f} s per account call", flush=True)
 
@@ -170,43 +189,57 @@ def main() -> None:
         started = time.perf_counter()
         fill_store(url, args.users, args.accounts)
         print(f"store filled in {time.perf_counter() - started:.1f} s", flush=True)
-        settings = Settings(
-            database_url=url, slurm={"cluster": "bench", "sacctmgr": server.bin["sacctmgr"], "lock_dir": str(work)}
-        )
-        chunk_size = settings.slurm.chunk_size if settings.slurm else 0
-        first = sup_pass(settings, url)
-        print(f"SUP first pass: {first[0]:.1f} s, {first[1]} changes, {first[2]} failed, {first[3]} writes", flush=True)
-        again = sup_pass(settings, url)
-        print(f"SUP no-change pass: {again[0]:.2f} s, {again[1]} changes, {again[3]} writes", flush=True)
-        rows = server.show("association", "where", "cluster=bench", "format=User")
-        stored = sum(1 for (user,) in rows if user and user != "root")
-
-        print()
-        print(f"### Results ({time.strftime('%Y-%m-%d')}, {platform.machine()}, {os.cpu_count()} cores, {version})")
-        print()
-        print(f"Command: `.venv/bin/python bench/slurm_bench.py --users {args.users} --accounts {args.accounts} "
-              f"--sample {args.sample} --chunk-total {args.chunk_total} --chunks {args.chunks}`")  # fmt: skip
-        print()
-        print("| measurement | result |")
-        print("|---|---|")
-        print(f"| naive: one `sacctmgr add user` per user (timed on {args.sample}, scaled to {args.users}) "
-              f"| {per_user:.3f} s/user -> **{naive_total:.0f} s** (incl. {args.accounts} accounts at "
-              f"{per_account:.3f} s each) |")  # fmt: skip
-        print(f"| SUP first pass, {args.users} users in {args.accounts} accounts (chunk_size {chunk_size}) "
-              f"| **{first[0]:.1f} s**, {first[3]} sacctmgr writes, {first[1]} changes, {first[2]} failed |")  # fmt: skip
-        print(f"| speed-up | **{naive_total / first[0]:.0f}x** |")
-        print(f"| SUP no-change pass | **{again[0]:.2f} s**, {again[3]} writes, {again[1]} changes |")
-        print(f"| associations stored | {stored} |")
-        print()
-        print(f"Chunk size: {args.chunk_total} new users added to one account, N names per call:")
-        print()
-        print("| names per call | calls | seconds | ms per user |")
-        print("|---|---|---|---|")
-        for size, seconds, calls in chunk_results:
-            print(f"| {size} | {calls} | {seconds:.1f} | {1000 * seconds / args.chunk_total:.2f} |")
+        server = started_server()
+        try:
+            slurm = {"cluster": "bench", "sacctmgr": server.bin["sacctmgr"], "lock_dir": str(work)}
+            settings = Settings(database_url=url, slurm=slurm)
+            chunk_size = settings.slurm.chunk_size if settings.slurm else 0
+            first = sup_pass(settings, url)
+            print(
+                f"SUP first pass: {first[0]:.1f} s, {first[1]} changes, {first[2]} failed, {first[3]} writes"
+            )
+            again = sup_pass(settings, url)
+            print(f"SUP no-change pass: {again[0]:.2f} s, {again[1]} changes, {again[3]} writes", flush=True)
+            rows = server.show("association", "where", "cluster=bench", "format=User")
+            stored = sum(1 for (user,) in rows if user and user != "root")
+        finally:
+            server.stop()
     finally:
-        server.stop()
         shutil.rmtree(work, ignore_errors=True)
+
+    command = (
+        f"`.venv/bin/python bench/slurm_bench.py --users {args.users} --accounts {args.accounts} "
+        f"--sample {args.sample} --chunk-total {args.chunk_total} --chunks {args.chunks}`"
+    )
+    naive = (
+        f"{per_user:.3f} s/user -> **{naive_total:.0f} s** (incl. {args.accounts} accounts at "
+        f"{per_account:.3f} s each)"
+    )
+    print()
+    print(
+        f"### Results ({time.strftime('%Y-%m-%d')}, {platform.machine()}, {os.cpu_count()} cores, {version})"
+    )
+    print()
+    print(f"Command: {command}")
+    print()
+    print("| measurement | result |")
+    print("|---|---|")
+    sampled = f"timed on {args.sample}, scaled to {args.users}"
+    print(f"| naive: one `sacctmgr add user` per user ({sampled}) | {naive} |")
+    print(
+        f"| SUP first pass, {args.users} users in {args.accounts} accounts (chunk_size {chunk_size}) "
+        f"| **{first[0]:.1f} s**, {first[3]} sacctmgr writes, {first[1]} changes, {first[2]} failed |"
+    )
+    print(f"| speed-up | **{naive_total / first[0]:.0f}x** |")
+    print(f"| SUP no-change pass | **{again[0]:.2f} s**, {again[3]} writes, {again[1]} changes |")
+    print(f"| associations stored | {stored} |")
+    print()
+    print(f"Chunk size: {args.chunk_total} new users added to one account, N names per call:")
+    print()
+    print("| names per call | calls | seconds | ms per user |")
+    print("|---|---|---|---|")
+    for size, seconds, calls in chunk_results:
+        print(f"| {size} | {calls} | {seconds:.1f} | {1000 * seconds / args.chunk_total:.2f} |")
 
 
 if __name__ == "__main__":

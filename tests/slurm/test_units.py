@@ -12,7 +12,7 @@ from sup.config import Settings, SlurmSettings
 from sup.domain.desired import DesiredAccount, DesiredGroup, DesiredState, DesiredUser
 from sup.targets.base import ObserveError
 from sup.targets.slurm import parse
-from sup.targets.slurm.apply import chunks, create_options, operations, set_options
+from sup.targets.slurm.apply import chunks, create_options, operations, set_options, text_options
 from sup.targets.slurm.desired import build
 from sup.targets.slurm.diff import plan
 from sup.targets.slurm.lock import slurmdbd_address
@@ -65,7 +65,7 @@ def test_unexpected_output_is_an_observe_error() -> None:
     with pytest.raises(ObserveError, match="cluster 'c1'"):
         parse.associations(good.replace("c1", "c2"), "c1")
     with pytest.raises(ObserveError):
-        parse.admin_levels("kim\n")
+        parse.users("kim\n")
 
 
 def test_values_compare_as_slurm_means_them() -> None:
@@ -151,11 +151,9 @@ def test_inherited_values_are_reset_not_copied() -> None:
         }
     )
     assert changes == ("Fairshare=100", "QOS=", "GrpTRES=cpu=128,mem=-1", "MaxJobs=-1", "MaxTRES=node=-1")
-    assert create_options({"description": "Physics dept", "fairshare": "10", "qos": "high,normal"}) == (
-        "Description=Physics dept",
-        "Fairshare=10",
-        "QOS=high,normal",
-    )
+    created = {"description": "Physics dept", "fairshare": "10", "qos": "high,normal"}
+    assert create_options(created) == ("Fairshare=10", "QOS=high,normal")
+    assert text_options(created, update=False) == ("Description=Physics dept",)
 
 
 def test_operations_batch_by_command_and_chunk() -> None:

@@ -101,38 +101,45 @@ def set_options(details: Any) -> tuple[str, ...]:
 
 
 def create_options(details: Any) -> tuple[str, ...]:
+    """Attributes of a new account. Its texts are set apart (`text_options`): an `add account` call
+    costs the same for 1 or 50 names, and only the texts differ from account to account."""
+    return tuple(f"{attr.option}={details[key]}" for key, attr in BY_KEY.items() if details.get(key))
+
+
+def text_options(details: Any, *, update: bool) -> tuple[str, ...]:
+    """Description=/Organization= from a create's values or an update's {old, new}."""
     options = []
-    if "description" in details:
-        options.append(f"Description={details['description']}")
-    if "organization" in details:
-        options.append(f"Organization={details['organization']}")
-    for key, attr in BY_KEY.items():
-        if details.get(key):
-            options.append(f"{attr.option}={details[key]}")
+    for key in ("description", "organization"):
+        if key in details:
+            value = details[key]["new"] if update else details[key]
+            options.append(f"{key.capitalize()}={value}")
     return tuple(options)
 
 
-def _account_template(change: Change) -> tuple[Template, str]:
+def _account_templates(change: Change) -> list[tuple[Template, str]]:
     d = change.details
+    where = ("modify", "account", "where")
     after: tuple[str, ...]
     if change.action == CREATE:
         after = (f"Cluster={d['cluster']}", f"Parent={d['parent']}", *create_options(d))
-        return Template("add_account", ("add", "account"), "{}", after), change.name
+        found = [(Template("add_account", ("add", "account"), "{}", after), change.name)]
+        texts = text_options(d, update=False)
+        if texts:
+            found.append((Template("modify_account_text", where, "Name={}", ("set", *texts)), change.name))
+        return found
     if change.action == DELETE:
         # One template per depth: children go before their parents.
         kind = f"delete_account:{int(d['depth']):04d}"
-        return Template(
-            kind, ("delete", "account", "where"), "Name={}", (f"Cluster={d['cluster']}",)
-        ), change.name
-    where = ("modify", "account", "where")
+        after = (f"Cluster={d['cluster']}",)
+        return [(Template(kind, ("delete", "account", "where"), "Name={}", after), change.name)]
     if "parent" in d:
         after = (f"Cluster={d['cluster']}", "set", f"Parent={d['parent']['new']}")
-        return Template("move_account", where, "Name={}", after), change.name
+        return [(Template("move_account", where, "Name={}", after), change.name)]
     if "cluster" not in d:
-        texts = tuple(f"{k.capitalize()}={d[k]['new']}" for k in ("description", "organization") if k in d)
-        return Template("modify_account_text", where, "Name={}", ("set", *texts)), change.name
+        after = ("set", *text_options(d, update=True))
+        return [(Template("modify_account_text", where, "Name={}", after), change.name)]
     after = (f"Cluster={d['cluster']}", "set", *set_options(d))
-    return Template("modify_account", where, "Name={}", after), change.name
+    return [(Template("modify_account", where, "Name={}", after), change.name)]
 
 
 def _association_template(change: Change) -> tuple[Template, str]:
@@ -153,13 +160,18 @@ def _association_template(change: Change) -> tuple[Template, str]:
     return Template("modify_association", ("modify", "user", "where"), "Name={}", after), user
 
 
-def _template(change: Change) -> tuple[Template, str] | None:
-    """The command that carries this change and the name it contributes; None for a report."""
-    d = change.details
+def _templates(change: Change) -> list[tuple[Template, str]]:
+    """The commands that carry this change, each with the name it contributes (none for a report)."""
     if change.action == REPORT:
-        return None
+        return []
     if change.kind == ACCOUNT:
-        return _account_template(change)
+        return _account_templates(change)
+    found = _template(change)
+    return [found] if found is not None else []
+
+
+def _template(change: Change) -> tuple[Template, str] | None:
+    d = change.details
     if change.kind == ASSOCIATION:
         return _association_template(change)
     after: tuple[str, ...]
@@ -191,11 +203,8 @@ def operations(changes: Sequence[Change]) -> list[list[Operation]]:
     (the diff lists parents first)."""
     by_template: dict[Template, Operation] = {}
     for change in changes:
-        found = _template(change)
-        if found is None:
-            continue
-        template, name = found
-        by_template.setdefault(template, Operation(template)).items.append((name, change))
+        for template, name in _templates(change):
+            by_template.setdefault(template, Operation(template)).items.append((name, change))
     ordered = sorted(by_template.values(), key=lambda op: _rank(op.template.kind)[:2])
     ordered.sort(key=lambda op: _rank(op.template.kind))
     return [[op for op in ordered if _rank(op.template.kind)[0] == number] for number in range(len(PHASES))]
@@ -243,7 +252,13 @@ def satisfied(change: Change, observed: Observed) -> bool:
         if row is None:
             return False
         if change.action == CREATE:
-            return bool(row.parent == d["parent"])
+            info = observed.accounts.get(change.name)
+            texts_ok = all(
+                info is not None and getattr(info, k).casefold() == str(d[k]).casefold()
+                for k in ("description", "organization")
+                if k in d
+            )
+            return bool(row.parent == d["parent"]) and texts_ok
         if "parent" in d:
             return bool(row.parent == d["parent"]["new"])
         return all(
@@ -297,17 +312,27 @@ class _Batch:
 
 
 class Applier:
+    """Runs the operations of a plan; a change carried by several commands (a new account and its
+    texts) is applied when all of them are, and fails with the first error of any."""
+
     def __init__(self, sacctmgr: Sacctmgr, chunk_size: int, reread: Callable[[], Observed]) -> None:
         self.sacctmgr = sacctmgr
         self.chunk_size = chunk_size
         self.reread = reread
         self.calls: list[Result] = []
+        self._failed: dict[int, Failure] = {}
+        self._done: set[int] = set()
 
     def run(self, changes: Sequence[Change]) -> ApplyReport:
-        report = ApplyReport()
         for phase in operations(changes):
             batches = [_Batch(op, chunk) for op in phase for chunk in chunks(op.items, self.chunk_size)]
-            self._phase(batches, report)
+            self._phase(batches)
+        report = ApplyReport()
+        for change in changes:
+            if id(change) in self._failed:
+                report.failed.append(self._failed[id(change)])
+            elif id(change) in self._done:
+                report.applied.append(change)
         return report
 
     def _execute(self, batch: _Batch) -> bool:
@@ -320,12 +345,18 @@ class Applier:
             log.info("sacctmgr %s: %s", batch.operation.template.kind, result.message)
         return False
 
-    def _phase(self, batches: list[_Batch], report: ApplyReport) -> None:
+    def _fail(self, change: Change, message: str | None) -> None:
+        error = message or "sacctmgr reported success, yet slurmdbd does not show it"
+        if message and message.lower().startswith(("nothing", "request didn't")):
+            error = f"sacctmgr changed nothing and slurmdbd still differs ({message})"
+        self._failed.setdefault(id(change), Failure(change, error))
+
+    def _phase(self, batches: list[_Batch]) -> None:
         while batches:
             unsure = []
             for batch in batches:
                 if self._execute(batch):
-                    report.applied.extend(change for _, change in batch.items)
+                    self._done.update(id(change) for _, change in batch.items)
                 else:
                     unsure.append(batch)
             if not unsure:
@@ -336,20 +367,14 @@ class Applier:
                 missing = []
                 for item in batch.items:
                     if satisfied(item[1], observed):
-                        report.applied.append(item[1])
+                        self._done.add(id(item[1]))
                     else:
                         missing.append(item)
                 names = list(dict.fromkeys(name for name, _ in missing))
-                if len(names) > 1:
+                if len(names) > 1:  # split until a failing change stands alone
                     half = set(names[: len(names) // 2])
-                    for part in (
-                        [i for i in missing if i[0] in half],
-                        [i for i in missing if i[0] not in half],
-                    ):
-                        batches.append(_Batch(batch.operation, part))
+                    batches.append(_Batch(batch.operation, [i for i in missing if i[0] in half]))
+                    batches.append(_Batch(batch.operation, [i for i in missing if i[0] not in half]))
                     continue
                 for _, change in missing:
-                    error = batch.message or "sacctmgr reported success, yet slurmdbd does not show it"
-                    if batch.message and batch.message.lower().startswith(("nothing", "request didn't")):
-                        error = f"sacctmgr changed nothing and slurmdbd still differs ({batch.message})"
-                    report.failed.append(Failure(change, error))
+                    self._fail(change, batch.message)

@@ -21,7 +21,7 @@ coordinators), then removals (coordinators, associations, accounts: children fir
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from sup.targets.base import ADD_MEMBERS, CREATE, DELETE, REMOVE_MEMBERS, REPORT, UPDATE, Change
@@ -380,8 +380,3 @@ def _reports(desired: SlurmDesired, out: _Plan) -> None:
                 f"chosen default account {chosen!r} is not one of their accounts; {accounts[0]!r} is used"
             )
             out.reports.append(Change(TARGET, REPORT, USER, user, {"reason": reason}))
-
-
-def names(changes: Iterable[Change]) -> list[str]:
-    """The names of changes, for tests and messages."""
-    return [c.name for c in changes]

@@ -174,7 +174,4 @@ class AccountInfo:
 class Observed:
     clusters: dict[str, ClusterState]
     accounts: dict[str, AccountInfo]
-    admin_levels: dict[str, str]  # user -> "None" | "Operator" | "Administrator"
-
-    def users_with_associations(self) -> set[str]:
-        return {user for state in self.clusters.values() for (_, user, _) in state.users}
+    admin_levels: dict[str, str]  # every Slurm user -> "None" | "Operator" | "Administrator"

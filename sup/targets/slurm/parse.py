@@ -22,9 +22,9 @@ ASSOCIATION_FIELDS: tuple[str, ...] = (
     "ParentName",
     *(a.show for a in ATTRIBUTES),
 )
-DEFAULTS_FIELDS = ("User", "Cluster", "Account", "DefaultAccount")
+# `show user where cluster=C`: every user, with the default account on C ("" if none) and AdminLevel.
+USER_FIELDS = ("User", "DefaultAccount", "AdminLevel")
 ACCOUNT_FIELDS = ("Account", "Coordinators", "Organization", "Description")
-USER_FIELDS = ("User", "AdminLevel")
 CLUSTER_FIELDS = ("Cluster",)
 
 _ACCOUNT_NAME = re.compile(r"^[a-z0-9_][a-z0-9_.-]*$")
@@ -68,13 +68,15 @@ def associations(text: str, cluster: str) -> list[Association]:
     return result
 
 
-def defaults(text: str, cluster: str) -> dict[str, str]:
-    """user -> default account on `cluster`, from `show user withassoc` (one row per association)."""
-    result: dict[str, str] = {}
-    for user, row_cluster, _account, default in _rows(text, DEFAULTS_FIELDS, "default accounts"):
-        if row_cluster.lower() == cluster and default:
-            result[user.lower()] = default.lower()
-    return result
+def users(text: str) -> tuple[dict[str, str], dict[str, str]]:
+    """(user -> default account on the cluster asked for, user -> AdminLevel) from `show user`."""
+    defaults: dict[str, str] = {}
+    levels: dict[str, str] = {}
+    for user, default, level in _rows(text, USER_FIELDS, "users"):
+        if default:
+            defaults[user.lower()] = default.lower()
+        levels[user.lower()] = level or "None"
+    return defaults, levels
 
 
 def accounts(text: str) -> dict[str, AccountInfo]:
@@ -97,7 +99,3 @@ def accounts(text: str) -> dict[str, AccountInfo]:
             coordinators=frozenset(c.strip().lower() for c in coordinators.split(",") if c.strip()),
         )
     return result
-
-
-def admin_levels(text: str) -> dict[str, str]:
-    return {user.lower(): level or "None" for user, level in _rows(text, USER_FIELDS, "users")}

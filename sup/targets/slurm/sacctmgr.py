@@ -87,7 +87,7 @@ class Sacctmgr:
         base["LC_ALL"] = "C"  # the texts we classify are the untranslated ones
         self.env = base
         self.writes = 0  # counted for tests and benchmarks: a pass without drift makes none
-        self.reads = 0
+        self.reads = 0  # (reads may run in parallel threads: an approximate count is enough)
 
     def _run(self, argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
         try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import ClassVar
 
 from sqlalchemy import Engine
@@ -37,33 +38,44 @@ class SlurmTarget:
     # --- observe -----------------------------------------------------------------------------------
 
     def observe(self) -> Observed:
-        """Bulk reads: the clusters, then per cluster its associations and default accounts, then the
-        accounts (texts, coordinators) and users (AdminLevel). Any failed or odd read raises."""
+        """Bulk reads, run side by side (reads are safe in parallel; each is mostly waiting on
+        slurmdbd round trips): the registered clusters, the accounts with their coordinators, and
+        per cluster its associations and its users (default account there, AdminLevel). Any failed
+        or unexpected read raises ObserveError: nothing is decided from part of a picture."""
         run = self.sacctmgr
-        registered = parse.clusters(run.show("cluster", parse.CLUSTER_FIELDS))
-        clusters = {}
-        for cluster in self.config.all_clusters():
-            if cluster not in registered:
-                raise ObserveError(
-                    f"cluster {cluster!r} is not registered in slurmdbd {self.address} "
-                    f"(known: {', '.join(sorted(registered)) or 'none'}); register it with "
-                    f"`sacctmgr add cluster {cluster}` or fix slurm.cluster/slurm.clusters"
+        clusters = self.config.all_clusters()
+        with ThreadPoolExecutor(max_workers=min(8, 2 + 2 * len(clusters))) as pool:
+            registered = pool.submit(run.show, "cluster", parse.CLUSTER_FIELDS)
+            accounts = pool.submit(run.show, "account", parse.ACCOUNT_FIELDS, extra=["withcoord"])
+            per_cluster = {
+                cluster: (
+                    pool.submit(
+                        run.show, "association", parse.ASSOCIATION_FIELDS, where=[f"Cluster={cluster}"]
+                    ),
+                    pool.submit(run.show, "user", parse.USER_FIELDS, where=[f"Cluster={cluster}"]),
                 )
-            where = [f"Cluster={cluster}"]
-            state = ClusterState(cluster)
-            for row in parse.associations(
-                run.show("association", parse.ASSOCIATION_FIELDS, where=where), cluster
-            ):
-                if row.user:
-                    state.users[row.key] = row
-                else:
-                    state.accounts[row.account] = row
-            text = run.show("user", parse.DEFAULTS_FIELDS, where=where, extra=["withassoc"])
-            state.defaults = parse.defaults(text, cluster)
-            clusters[cluster] = state
-        accounts = parse.accounts(run.show("account", parse.ACCOUNT_FIELDS, extra=["withcoord"]))
-        levels = parse.admin_levels(run.show("user", parse.USER_FIELDS))
-        return Observed(clusters=clusters, accounts=accounts, admin_levels=levels)
+                for cluster in clusters
+            }
+            known = parse.clusters(registered.result())
+            missing = [c for c in clusters if c not in known]
+            if missing:
+                raise ObserveError(
+                    f"cluster {missing[0]!r} is not registered in slurmdbd {self.address} "
+                    f"(known: {', '.join(sorted(known)) or 'none'}); register it with "
+                    f"`sacctmgr add cluster {missing[0]}` or fix slurm.cluster/slurm.clusters"
+                )
+            states = {}
+            levels: dict[str, str] = {}
+            for cluster, (associations, users) in per_cluster.items():
+                state = ClusterState(cluster)
+                for row in parse.associations(associations.result(), cluster):
+                    if row.user:
+                        state.users[row.key] = row
+                    else:
+                        state.accounts[row.account] = row
+                state.defaults, levels = parse.users(users.result())
+                states[cluster] = state
+            return Observed(clusters=states, accounts=parse.accounts(accounts.result()), admin_levels=levels)
 
     # --- diff --------------------------------------------------------------------------------------
 
