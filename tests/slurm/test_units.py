@@ -10,7 +10,7 @@ from pydantic import ValidationError
 
 from sup.config import Settings, SlurmSettings
 from sup.domain.desired import DesiredAccount, DesiredGroup, DesiredState, DesiredUser
-from sup.targets.base import ObserveError
+from sup.targets.base import Change, ObserveError
 from sup.targets.slurm import parse
 from sup.targets.slurm.apply import chunks, create_options, operations, set_options, text_options
 from sup.targets.slurm.desired import build
@@ -206,3 +206,16 @@ def test_slurmdbd_address_from_slurm_conf(tmp_path: Path) -> None:
     assert slurmdbd_address(None, {"SLURM_CONF": str(conf)}) == "10.0.0.5:7031"
     assert slurmdbd_address("db:1", {"SLURM_CONF": str(conf)}) == "db:1"
     assert slurmdbd_address(None, {"SLURM_CONF": str(tmp_path / "missing")}) == "default"
+
+
+def test_accounts_are_deleted_children_first() -> None:
+    changes = [
+        Change("slurm", "delete", "account", name, {"cluster": "c1", "depth": depth})
+        for name, depth in (("top", 1), ("leaf", 3), ("middle", 2))
+    ]
+    (removals,) = [phase for phase in operations(changes) if phase]
+    assert [op.template.argv(",".join(n for n, _ in op.items))[3] for op in removals] == [
+        "Name=leaf",
+        "Name=middle",
+        "Name=top",
+    ]

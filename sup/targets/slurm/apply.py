@@ -188,13 +188,13 @@ def _template(change: Change) -> tuple[Template, str] | None:
     raise ValueError(f"the slurm target cannot apply {change.action} {change.kind} {change.name}")
 
 
-def _rank(kind: str) -> tuple[int, int, str]:
-    base = kind.split(":")[0]
+def _rank(kind: str) -> tuple[int, int, int]:
+    """(phase, position in the phase, order within the kind): accounts to delete go deepest first
+    (their depth is part of the kind, e.g. "delete_account:0002")."""
+    base, _, depth = kind.partition(":")
     for number, kinds in enumerate(PHASES):
         if base in kinds:
-            # Accounts to delete: deepest first (the depth is part of the kind).
-            depth = -int(kind.split(":")[1]) if ":" in kind else 0
-            return (number, kinds.index(base), f"{depth:06d}")
+            return (number, kinds.index(base), -int(depth) if depth else 0)
     raise ValueError(kind)
 
 
@@ -205,8 +205,7 @@ def operations(changes: Sequence[Change]) -> list[list[Operation]]:
     for change in changes:
         for template, name in _templates(change):
             by_template.setdefault(template, Operation(template)).items.append((name, change))
-    ordered = sorted(by_template.values(), key=lambda op: _rank(op.template.kind)[:2])
-    ordered.sort(key=lambda op: _rank(op.template.kind))
+    ordered = sorted(by_template.values(), key=lambda op: _rank(op.template.kind))  # stable
     return [[op for op in ordered if _rank(op.template.kind)[0] == number] for number in range(len(PHASES))]
 
 
