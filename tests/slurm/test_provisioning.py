@@ -248,3 +248,27 @@ def test_running_jobs_block_one_user_not_the_batch(
     reconcile(science, store)  # retried on the next pass
     assert {u for _, u, _ in h.associations(slurmdbd, cluster)} == {"saul"}
     assert _statuses(store)["kim"] == ("in_sync", None)
+
+
+def test_user_fairshare_setting(
+    store: sessionmaker[Session],
+    slurm_settings: Callable[..., Settings],
+    slurmdbd: SlurmdbdServer,
+    cluster: str,
+) -> None:
+    settings = slurm_settings(user_fairshare="parent")
+    h.add_group(store, settings, "physics")
+    h.add_user(store, settings, "kim", "physics")
+    h.add_account(store, "phys", group="physics", fairshare=40)
+    reconcile(settings, store)
+    assert h.user_row(slurmdbd, cluster, "phys", "kim")["Fairshare"] == "parent"
+    slurmdbd.sacctmgr("modify", "user", "where", "name=kim", f"cluster={cluster}", "set", "fairshare=9")
+    result = run_pass(settings, store, only=["slurm"])
+    assert [(c.name, c.details.get("fairshare")) for c in result.changes] == [
+        ("phys/kim", {"old": "9", "new": "parent"})
+    ]
+    reconcile(settings, store)
+    assert h.user_row(slurmdbd, cluster, "phys", "kim")["Fairshare"] == "parent"
+    without = slurm_settings()  # not managed: left as it is
+    slurmdbd.sacctmgr("modify", "user", "where", "name=kim", f"cluster={cluster}", "set", "fairshare=9")
+    assert plan(without, store) == []
