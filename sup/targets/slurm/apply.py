@@ -149,6 +149,7 @@ def _association_template(change: Change) -> tuple[Template, str]:
         default = bool(d.get("default_account"))
         after: tuple[str, ...] = (f"Account={account}", f"Cluster={cluster}")
         after += (f"Partition={part}",) if part else ()
+        after += (f"Fairshare={d['fairshare']}",) if "fairshare" in d else ()
         after += (f"DefaultAccount={account}",) if default else ()
         kind = "add_user_default" if default else "add_user"
         return Template(kind, ("add", "user"), "{}", after), user

@@ -6,7 +6,8 @@ Kinds and what each Change's `details` hold (all JSON-ready; `apply` needs nothi
   inherit from the parent]} or, for the global texts, {description?/organization?: {old, new}};
   delete {cluster, depth} (only with prune_accounts); report {cluster?, reason}.
 - association (name "account/user" or "account/user/partition", subject = user):
-  create {cluster, account, user, partition?, default_account?: true (a new user's default)};
+  create {cluster, account, user, partition?, fairshare? (user_fairshare), default_account?: true
+  (a new user's default)};
   update {cluster, account, user, partition?, <attribute>: {old, new}, inherit: [...]};
   delete {cluster, account, user, partition?}.
 - user (subject = user): update {cluster, default_account: {old, new}} or {admin_level: {old, new}};
@@ -204,6 +205,8 @@ def _cluster(desired: SlurmDesired, observed: Observed, state: ClusterState, out
         details = {"cluster": cluster, "account": account, "user": user}
         if partition:
             details["partition"] = partition
+        if desired.user_fairshare is not None:
+            details["fairshare"] = desired.user_fairshare
         name = association_name(account, user, partition)
         if user not in before and account == desired.default_account(user):
             details["default_account"] = True  # a new user: create them with their default account
