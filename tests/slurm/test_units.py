@@ -10,14 +10,14 @@ from pydantic import ValidationError
 
 from sup.config import Settings, SlurmSettings
 from sup.domain.desired import DesiredAccount, DesiredGroup, DesiredState, DesiredUser
-from sup.targets.base import Change, ObserveError
+from sup.targets.base import Change, ObserveError, TargetError
 from sup.targets.slurm import parse
 from sup.targets.slurm.apply import chunks, create_options, operations, set_options, text_options
 from sup.targets.slurm.desired import build
 from sup.targets.slurm.diff import plan
 from sup.targets.slurm.lock import slurmdbd_address
 from sup.targets.slurm.model import ATTRIBUTES, Association, ClusterState, Observed, normalize, same
-from sup.targets.slurm.sacctmgr import Outcome, classify
+from sup.targets.slurm.sacctmgr import Outcome, Sacctmgr, SlurmUnreachable, classify
 
 # --- sacctmgr outcomes ----------------------------------------------------------------------------
 
@@ -219,3 +219,33 @@ def test_accounts_are_deleted_children_first() -> None:
         "Name=middle",
         "Name=top",
     ]
+
+
+def _fake_sacctmgr(tmp_path: Path, body: str) -> str:
+    script = tmp_path / "sacctmgr"
+    script.write_text(f"#!/bin/sh\n{body}\n")
+    script.chmod(0o755)
+    return str(script)
+
+
+def test_timeouts_and_an_unreachable_slurmdbd(tmp_path: Path) -> None:
+    slow = Sacctmgr(_fake_sacctmgr(tmp_path, "sleep 5"), timeout=0.3)
+    result = slow.write(["add", "user", "kim", "Account=phys"])
+    assert result.outcome is Outcome.ERROR and "timed out" in result.message
+    with pytest.raises(ObserveError, match="timed out"):
+        slow.show("association", ["User"])
+
+    down = Sacctmgr(
+        _fake_sacctmgr(
+            tmp_path,
+            "echo 'sacctmgr: error: slurm_persist_conn_open_without_init: failed to open persistent "
+            "connection to host:127.0.0.1:6819: Connection refused' >&2; exit 1",
+        ),
+        timeout=5,
+    )
+    with pytest.raises(SlurmUnreachable, match="Connection refused"):
+        down.write(["add", "user", "kim", "Account=phys"])
+    with pytest.raises(ObserveError, match="Connection refused"):
+        down.show("association", ["User"])
+    with pytest.raises(TargetError, match="sacctmgr not found"):
+        Sacctmgr(str(tmp_path / "missing"), timeout=5).write(["add", "user", "kim"])
