@@ -31,6 +31,7 @@ class StoredUser:
     ssh_public_keys: tuple[str, ...]
     active: bool
     groups: frozenset[str]
+    default_account: str | None = None  # explicit Slurm default account, if the admin chose one
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,7 @@ class StoredAccount:
     partitions: tuple[str, ...]
     limits: Mapping[str, Any]
     group: str | None
+    coordinators: str | None = None  # the group whose members coordinate this account
 
 
 @dataclass(frozen=True)
@@ -84,6 +86,7 @@ class DesiredUser:
     login_shell: str
     ssh_public_keys: tuple[str, ...]
     active: bool
+    default_account: str | None = None  # explicit Slurm default account (used if they are a member)
 
     @property
     def cn(self) -> str:
@@ -115,6 +118,7 @@ class DesiredAccount:
     partitions: tuple[str, ...]
     limits: Mapping[str, Any]
     members: frozenset[str]  # active, provisioned members of the bound group
+    coordinators: frozenset[str] = frozenset()  # active, provisioned members of the coordinators group
 
 
 @dataclass(frozen=True)
@@ -148,6 +152,7 @@ def derive(snapshot: StoreSnapshot, policy: Policy) -> DesiredState:
             login_shell=u.login_shell if u.active else policy.nologin_shell,
             ssh_public_keys=u.ssh_public_keys if u.active else (),
             active=u.active,
+            default_account=u.default_account,
         )
     active = frozenset(name for name, user in users.items() if user.active)
 
@@ -164,8 +169,11 @@ def derive(snapshot: StoreSnapshot, policy: Policy) -> DesiredState:
         )
 
     accounts: dict[str, DesiredAccount] = {}
+
+    def members_of(group: str | None) -> frozenset[str]:
+        return groups[group].members if group is not None and group in groups else frozenset()
+
     for a in snapshot.accounts:
-        members = groups[a.group].members if a.group is not None and a.group in groups else frozenset()
         accounts[a.name] = DesiredAccount(
             name=a.name,
             parent=a.parent,
@@ -176,6 +184,7 @@ def derive(snapshot: StoreSnapshot, policy: Policy) -> DesiredState:
             default_qos=a.default_qos,
             partitions=a.partitions,
             limits=dict(a.limits),
-            members=members,
+            members=members_of(a.group),
+            coordinators=members_of(a.coordinators),
         )
     return DesiredState(users=users, groups=groups, accounts=accounts)

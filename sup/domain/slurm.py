@@ -60,7 +60,8 @@ def _check_tres(value: dict[str, str]) -> dict[str, str]:
 
 
 class SlurmLimits(BaseModel):
-    """Association limits. A field left out is not managed by SUP; Slurm's own default applies."""
+    """Association limits. A field left out means Slurm's default: no limit, or for the per-user
+    limits (Max*) the parent account's value; the Slurm target clears a value set there by hand."""
 
     model_config = ConfigDict(extra="forbid")
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, select
+from sqlalchemy import ColumnElement, or_, select
 from sqlalchemy.orm import Session, selectinload
 
 from sup.common.concurrency import check_version
@@ -242,7 +242,11 @@ def delete_group(
     group = require_group(session, name)
     check_version(group.version, expected_version, f"group {name!r}")
     _refuse_private(group, "deletion")
-    bound = session.scalars(select(SlurmAccount.name).where(SlurmAccount.group_id == group.id)).first()
+    bound = session.scalars(
+        select(SlurmAccount.name).where(
+            or_(SlurmAccount.group_id == group.id, SlurmAccount.coordinators_group_id == group.id)
+        )
+    ).first()
     if bound is not None:
         raise Conflict(
             f"group {name!r} is bound to Slurm account {bound!r}; unbind or delete the account first"

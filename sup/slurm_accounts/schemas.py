@@ -27,6 +27,9 @@ Fairshare = Annotated[int, Field(ge=0, le=2**31 - 1)]
 class SlurmAccountCreate(Body):
     name: AccountName
     group: GroupName | None = Field(None, description="members of this group get an association")
+    coordinators: GroupName | None = Field(
+        None, description="members of this group are the account's Slurm coordinators"
+    )
     parent: str = Field(ROOT_ACCOUNT, description="'root' or another account SUP manages")
     description: SlurmText | None = None
     organization: SlurmText | None = None
@@ -50,6 +53,7 @@ class SlurmAccountPatch(PatchBody):
 
     name: AccountName | None = None
     group: GroupName | None = None
+    coordinators: GroupName | None = None
     parent: str | None = None
     description: SlurmText | None = None
     organization: SlurmText | None = None
@@ -63,6 +67,7 @@ class SlurmAccountPatch(PatchBody):
 class SlurmAccountOut(BaseModel):
     name: str
     group: str | None
+    coordinators: str | None
     parent: str
     description: str | None
     organization: str | None

@@ -18,7 +18,7 @@ from sup.errors import Conflict, FieldError, InvalidInput
 from sup.slurm_accounts.schemas import SlurmAccountCreate, SlurmAccountOut, SlurmAccountPatch
 from sup.store.audit import Actor, record
 from sup.store.lookup import account_by_name, group_by_name, require_account
-from sup.store.models import Group, SlurmAccount, utcnow
+from sup.store.models import Group, SlurmAccount, User, utcnow
 from sup.store.outbox import mark_dirty
 from sup.store.paging import fetch_page
 
@@ -27,6 +27,7 @@ def to_out(account: SlurmAccount) -> SlurmAccountOut:
     return SlurmAccountOut(
         name=account.name,
         group=account.group.name if account.group is not None else None,
+        coordinators=account.coordinators_group.name if account.coordinators_group is not None else None,
         parent=account.parent,
         description=account.description,
         organization=account.organization,
@@ -45,12 +46,12 @@ def snapshot(account: SlurmAccount) -> dict[str, Any]:
     return to_out(account).model_dump(mode="json")
 
 
-def _group(session: Session, name: str | None) -> Group | None:
+def _group(session: Session, name: str | None, field: str = "group") -> Group | None:
     if name is None:
         return None
     group = group_by_name(session, name)
     if group is None:
-        raise InvalidInput(FieldError("group", f"there is no group {name!r}"))
+        raise InvalidInput(FieldError(field, f"there is no group {name!r}"))
     return group
 
 
@@ -98,6 +99,7 @@ def create_account(session: Session, actor: Actor, spec: SlurmAccountCreate) -> 
         partitions=spec.partitions,
         limits=spec.limits.model_dump(exclude_none=True),
         group=_group(session, spec.group),
+        coordinators_group=_group(session, spec.coordinators, "coordinators"),
     )
     session.add(account)
     session.flush()
@@ -124,7 +126,7 @@ def _conditions(flt: AccountFilter) -> list[ColumnElement[bool]]:
 def list_accounts(
     session: Session, flt: AccountFilter, limit: int, offset: int
 ) -> tuple[list[SlurmAccount], int]:
-    loaded = (selectinload(SlurmAccount.group),)
+    loaded = (selectinload(SlurmAccount.group), selectinload(SlurmAccount.coordinators_group))
     return fetch_page(
         session, SlurmAccount, _conditions(flt), SlurmAccount.name, limit, offset, options=loaded
     )
@@ -148,6 +150,8 @@ def update_account(
         _check_parent(session, changes["parent"], child=account.name)
     if "group" in changes:
         account.group = _group(session, changes.pop("group"))
+    if "coordinators" in changes:
+        account.coordinators_group = _group(session, changes.pop("coordinators"), "coordinators")
     if "limits" in changes:
         changes["limits"] = changes["limits"].model_dump(exclude_none=True)
     for field, value in changes.items():
@@ -169,6 +173,11 @@ def delete_account(session: Session, actor: Actor, name: str, expected_version: 
     child = session.scalars(select(SlurmAccount.name).where(SlurmAccount.parent == name)).first()
     if child is not None:
         raise Conflict(f"Slurm account {name!r} has a child account {child!r}; delete or move it first")
+    user = session.scalars(select(User.username).where(User.slurm_default_account == name)).first()
+    if user is not None:
+        raise Conflict(
+            f"Slurm account {name!r} is the chosen default account of user {user!r}; change that first"
+        )
     before = snapshot(account)
     mark_dirty(session, "slurm_account", name)
     session.delete(account)

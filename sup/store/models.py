@@ -93,6 +93,10 @@ class User(TimestampMixin, Base):
     active: Mapped[bool] = mapped_column(Boolean, default=True)
     external_id: Mapped[str | None] = mapped_column(String(256))
     source: Mapped[str] = mapped_column(String(64), default="api")
+    # The account Slurm jobs are charged to by default, by name (names of Slurm accounts never
+    # change). A name rather than a foreign key: users -> slurm_accounts -> groups -> users would be a
+    # cycle. The service refuses to delete an account some user has as default.
+    slurm_default_account: Mapped[str | None] = mapped_column(String(64), index=True)
     version: Mapped[int] = mapped_column(Integer, nullable=False)
 
     __mapper_args__ = {"version_id_col": version}
@@ -169,7 +173,8 @@ class Membership(Base):
 
 
 class SlurmAccount(TimestampMixin, Base):
-    """A Slurm account SUP manages; members of `group` get an association to it."""
+    """A Slurm account SUP manages; members of `group` get an association to it, members of
+    `coordinators_group` are its coordinators."""
 
     __tablename__ = "slurm_accounts"
 
@@ -184,11 +189,16 @@ class SlurmAccount(TimestampMixin, Base):
     limits: Mapped[dict[str, Any]] = mapped_column(JsonType, default=dict)
     partitions: Mapped[list[str]] = mapped_column(JsonType, default=list)
     group_id: Mapped[int | None] = mapped_column(ForeignKey("groups.id", ondelete="RESTRICT"), index=True)
+    # Members of this group are the account's Slurm coordinators (`sacctmgr add coordinator`).
+    coordinators_group_id: Mapped[int | None] = mapped_column(
+        ForeignKey("groups.id", ondelete="RESTRICT"), index=True
+    )
     version: Mapped[int] = mapped_column(Integer, nullable=False)
 
     __mapper_args__ = {"version_id_col": version}
 
-    group: Mapped[Group | None] = relationship()
+    group: Mapped[Group | None] = relationship(foreign_keys=[group_id])
+    coordinators_group: Mapped[Group | None] = relationship(foreign_keys=[coordinators_group_id])
 
 
 class IdAllocation(Base):

@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field
 from sup.common.schemas import Body, PatchBody
 from sup.domain.fields import (
     AbsolutePath,
+    AccountName,
     DisplayName,
     Email,
     ExternalId,
@@ -43,6 +44,11 @@ class UserCreate(Body):
     groups: list[GroupName] = Field(
         default_factory=list, max_length=MAX_GROUPS_IN_BODY, description="names of existing groups to join"
     )
+    slurm_default_account: AccountName | None = Field(
+        None,
+        description="a SUP Slurm account; used as the default account while the user is a member of it "
+        "(otherwise the first of their accounts by name)",
+    )
 
 
 class UserPatch(PatchBody):
@@ -65,6 +71,7 @@ class UserPatch(PatchBody):
     active: bool | None = None
     external_id: ExternalId | None = None
     groups: list[GroupName] | None = Field(None, max_length=MAX_GROUPS_IN_BODY)
+    slurm_default_account: AccountName | None = None
 
 
 class UserOut(BaseModel):
@@ -81,6 +88,7 @@ class UserOut(BaseModel):
     active: bool
     groups: list[str] = Field(description="ordinary groups the user is a member of (not the private group)")
     external_id: str | None
+    slurm_default_account: str | None
     source: str
     version: int
     created_at: datetime

@@ -21,7 +21,14 @@ from sup.errors import Conflict, FieldError, InvalidInput
 from sup.groups.membership import set_user_groups
 from sup.store import ids
 from sup.store.audit import Actor, record
-from sup.store.lookup import contains, group_by_name, groups_by_names, require_user, user_by_name
+from sup.store.lookup import (
+    account_by_name,
+    contains,
+    group_by_name,
+    groups_by_names,
+    require_user,
+    user_by_name,
+)
 from sup.store.models import Group, Membership, SlurmAccount, SshKey, User, utcnow
 from sup.store.outbox import mark_dirty
 from sup.store.paging import fetch_page
@@ -43,6 +50,7 @@ def to_out(user: User) -> UserOut:
         active=user.active,
         groups=sorted(m.group.name for m in user.memberships),
         external_id=user.external_id,
+        slurm_default_account=user.slurm_default_account,
         source=user.source,
         version=user.version,
         created_at=user.created_at,
@@ -71,6 +79,13 @@ def _check_shell(settings: Settings, shell: str, field: str = "login_shell") -> 
     if shell not in settings.accounts.allowed_shells:
         allowed = ", ".join(settings.accounts.allowed_shells)
         raise InvalidInput(FieldError(field, f"{shell} is not an allowed shell ({allowed})"))
+
+
+def _check_default_account(session: Session, name: str | None) -> None:
+    if name is not None and account_by_name(session, name) is None:
+        raise InvalidInput(
+            FieldError("slurm_default_account", f"there is no SUP-managed Slurm account {name!r}")
+        )
 
 
 def _default_home(settings: Settings, username: str) -> str:
@@ -163,6 +178,7 @@ def create_user(
     shell = spec.login_shell or settings.accounts.default_shell
     _check_shell(settings, shell)
     groups = groups_by_names(session, spec.groups, "groups")
+    _check_default_account(session, spec.slurm_default_account)
 
     if spec.uid_number is not None:
         uid = ids.claim(
@@ -205,6 +221,7 @@ def create_user(
         home_directory=spec.home_directory or _default_home(settings, spec.username),
         active=spec.active,
         external_id=spec.external_id,
+        slurm_default_account=spec.slurm_default_account,
         source=source,
     )
     session.add(user)
@@ -320,6 +337,8 @@ def update_user(
         _change_primary_gid(session, settings, user, changes.pop("primary_gid"))
     if "login_shell" in changes:
         _check_shell(settings, changes["login_shell"])
+    if "slurm_default_account" in changes:
+        _check_default_account(session, changes["slurm_default_account"])
     if "ssh_public_keys" in changes:
         _set_ssh_keys(session, settings, user, changes.pop("ssh_public_keys"), origin="admin")
     if "groups" in changes:
@@ -402,8 +421,11 @@ def delete_user(session: Session, actor: Actor, username: str, expected_version:
     check_version(user.version, expected_version, f"user {username!r}")
     before = snapshot(user)
     if user.private_group is not None:
+        private_id = user.private_group.id
         bound = session.scalars(
-            select(SlurmAccount.name).where(SlurmAccount.group_id == user.private_group.id)
+            select(SlurmAccount.name).where(
+                or_(SlurmAccount.group_id == private_id, SlurmAccount.coordinators_group_id == private_id)
+            )
         ).first()
         if bound is not None:
             raise Conflict(

@@ -86,3 +86,33 @@ def test_patch_limits_and_binding(client: TestClient, admin: dict[str, str]) -> 
     assert response.json()["limits"] == {"grp_jobs": 100} and response.json()["group"] == "physics"
     unbound = client.patch(f"{ACCOUNTS}/phys", json={"group": None}, headers=admin)
     assert unbound.json()["group"] is None and unbound.json()["version"] == 3
+
+
+def test_coordinators_group(client: TestClient, admin: dict[str, str]) -> None:
+    client.post("/api/v1/groups", json={"name": "physics"}, headers=admin)
+    client.post("/api/v1/groups", json={"name": "physics-leads"}, headers=admin)
+    missing = client.post(ACCOUNTS, json={"name": "phys", "coordinators": "nobody"}, headers=admin)
+    assert missing.status_code == 422 and fields(missing.json()) == {"coordinators"}
+    bad = client.post(ACCOUNTS, json={"name": "phys", "coordinators": "Leads!"}, headers=admin)
+    assert bad.status_code == 422 and fields(bad.json()) == {"coordinators"}
+    assert client.get(ACCOUNTS, headers=admin).json()["total"] == 0
+
+    created = client.post(
+        ACCOUNTS, json={"name": "phys", "group": "physics", "coordinators": "physics-leads"}, headers=admin
+    )
+    assert created.status_code == 201
+    body = created.json()
+    assert (body["group"], body["coordinators"]) == ("physics", "physics-leads")
+    assert client.get(f"{ACCOUNTS}/phys", headers=admin).json() == body
+    busy = client.delete("/api/v1/groups/physics-leads", headers=admin)
+    assert busy.status_code == 409 and "bound to Slurm account 'phys'" in busy.json()["detail"]
+
+    changed = client.patch(f"{ACCOUNTS}/phys", json={"coordinators": "physics"}, headers=admin).json()
+    assert changed["coordinators"] == "physics" and changed["version"] == 2
+    audit = client.get(
+        "/api/v1/audit", params={"resource_type": "slurm_account", "action": "update"}, headers=admin
+    ).json()["items"][0]
+    assert (audit["before"]["coordinators"], audit["after"]["coordinators"]) == ("physics-leads", "physics")
+    cleared = client.patch(f"{ACCOUNTS}/phys", json={"coordinators": None}, headers=admin).json()
+    assert cleared["coordinators"] is None
+    assert client.delete("/api/v1/groups/physics-leads", headers=admin).status_code == 204

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from fastapi.testclient import TestClient
+from sqlalchemy import delete
 from sqlalchemy.orm import Session, sessionmaker
 
+from sup.store.models import OutboxMark
 from sup.store.outbox import pending
 from tests.api.helpers import fields, row_counts
 from tests.support import keys
@@ -216,3 +218,44 @@ def test_status_reports_disabled_targets(client: TestClient, operator: dict[str,
             for t in ("ldap", "slurm", "kube")
         ],
     }
+
+
+def test_slurm_default_account_is_checked_audited_and_marked(
+    client: TestClient, operator: dict[str, str], admin: dict[str, str], sessions: sessionmaker[Session]
+) -> None:
+    before = row_counts(sessions)
+    unknown = client.post(USERS, json={"username": "kim", "slurm_default_account": "phys"}, headers=operator)
+    assert unknown.status_code == 422 and fields(unknown.json()) == {"slurm_default_account"}
+    bad = client.post(USERS, json={"username": "kim", "slurm_default_account": "Phys!"}, headers=operator)
+    assert bad.status_code == 422 and fields(bad.json()) == {"slurm_default_account"}
+    assert row_counts(sessions) == before  # refused: nothing written
+
+    client.post("/api/v1/slurm/accounts", json={"name": "phys"}, headers=admin)
+    client.post("/api/v1/slurm/accounts", json={"name": "chem"}, headers=admin)
+    created = client.post(USERS, json={"username": "kim", "slurm_default_account": "phys"}, headers=operator)
+    assert created.status_code == 201 and created.json()["slurm_default_account"] == "phys"
+    plain = client.post(USERS, json={"username": "saul"}, headers=operator).json()
+    assert plain["slurm_default_account"] is None
+
+    with sessions.begin() as session:
+        session.execute(delete(OutboxMark))
+    moved = client.patch(f"{USERS}/kim", json={"slurm_default_account": "chem"}, headers=operator)
+    assert moved.status_code == 200 and moved.json()["slurm_default_account"] == "chem"
+    assert moved.json()["version"] == 2
+    with sessions() as session:
+        assert ("user", "kim") in {(kind, name) for kind, name, _ in pending(session)}
+    audit = client.get(
+        "/api/v1/audit", params={"resource_name": "kim", "action": "update"}, headers=admin
+    ).json()["items"][0]
+    assert (audit["before"]["slurm_default_account"], audit["after"]["slurm_default_account"]) == (
+        "phys",
+        "chem",
+    )
+    wrong = client.patch(f"{USERS}/kim", json={"slurm_default_account": "bio"}, headers=operator)
+    assert wrong.status_code == 422 and fields(wrong.json()) == {"slurm_default_account"}
+
+    busy = client.delete("/api/v1/slurm/accounts/chem", headers=admin)
+    assert busy.status_code == 409 and "default account of user 'kim'" in busy.json()["detail"]
+    cleared = client.patch(f"{USERS}/kim", json={"slurm_default_account": None}, headers=operator)
+    assert cleared.json()["slurm_default_account"] is None
+    assert client.delete("/api/v1/slurm/accounts/chem", headers=admin).status_code == 204

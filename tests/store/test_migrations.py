@@ -71,3 +71,40 @@ def test_upgrade_is_idempotent(empty_database: str) -> None:
         assert migrate.current_revision(engine) == migrate.head_revision()
     finally:
         engine.dispose()
+
+
+def test_0002_keeps_existing_rows_both_ways(empty_database: str) -> None:
+    """Adding and dropping the Slurm columns must not rebuild `users` (on SQLite a rebuild with foreign
+    keys on would cascade into keys, memberships and private groups)."""
+    migrate.upgrade(empty_database, "0001")
+    engine = make_engine(empty_database)
+    counts = (
+        "SELECT (SELECT count(*) FROM users), (SELECT count(*) FROM memberships),"
+        " (SELECT count(*) FROM groups)"
+    )
+    try:
+        with engine.begin() as connection:
+            connection.exec_driver_sql(
+                "INSERT INTO users (id, username, uid_number, primary_gid, login_shell, home_directory,"
+                " active, source, version, created_at, updated_at)"
+                " VALUES (1, 'kim', 10000, 10000, '/bin/bash', '/home/kim', true, 'api', 1,"
+                " CURRENT_TIMESTAMP, CURRENT_TIMESTAMP)"
+            )
+            connection.exec_driver_sql(
+                "INSERT INTO groups (id, name, gid_number, source, private_user_id, version, created_at,"
+                " updated_at) VALUES (1, 'kim', 10000, 'api', 1, 1, CURRENT_TIMESTAMP, CURRENT_TIMESTAMP)"
+            )
+            connection.exec_driver_sql(
+                "INSERT INTO memberships (group_id, user_id, source, created_at)"
+                " VALUES (1, 1, 'api', CURRENT_TIMESTAMP)"
+            )
+        migrate.upgrade(empty_database, "0002")
+        with engine.connect() as connection:
+            assert tuple(connection.exec_driver_sql(counts).one()) == (1, 1, 1)
+            default = connection.exec_driver_sql("SELECT slurm_default_account FROM users").scalar()
+            assert default is None
+        migrate.downgrade(empty_database, "0001")
+        with engine.connect() as connection:
+            assert tuple(connection.exec_driver_sql(counts).one()) == (1, 1, 1)
+    finally:
+        engine.dispose()

@@ -49,3 +49,18 @@ def test_access_groups_limit_who_is_provisioned() -> None:
     assert set(state.users) == {"kim"}
     assert "saul" not in state.groups  # no private group for somebody not provisioned
     assert "physics" in state.groups and "empty" in state.groups
+
+
+def test_default_account_and_coordinators_follow_the_store() -> None:
+    kim = user("kim", 10000, groups=frozenset({"physics"}))
+    locked = user("saul", 10001, active=False, groups=frozenset({"physics"}))
+    kim = StoredUser(**{**kim.__dict__, "default_account": "phys"})
+    base = snapshot(kim, locked)
+    account = StoredAccount(
+        "phys", "root", None, None, 10, (), None, (), {}, group="physics", coordinators="physics"
+    )
+    state = derive(StoreSnapshot(base.users, base.groups, (account,)), Policy())
+    assert state.users["kim"].default_account == "phys" and state.users["saul"].default_account is None
+    assert state.accounts["phys"].coordinators == {"kim"}  # a locked user coordinates nothing
+    no_group = derive(base, Policy())
+    assert no_group.accounts["phys"].coordinators == frozenset()

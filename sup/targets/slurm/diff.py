@@ -1,0 +1,385 @@
+"""Desired vs observed Slurm accounting -> the ordered list of Changes (pure: no I/O).
+
+Kinds and what each Change's `details` hold (all JSON-ready; `apply` needs nothing else):
+- account: create {cluster, parent, description?, organization?, <attributes>};
+  update {cluster, parent?: {old, new}, <attribute>: {old, new}, inherit?: [attributes reset to
+  inherit from the parent]} or, for the global texts, {description?/organization?: {old, new}};
+  delete {cluster, depth} (only with prune_accounts); report {cluster?, reason}.
+- association (name "account/user" or "account/user/partition", subject = user):
+  create {cluster, account, user, partition?, fairshare? (user_fairshare), default_account?: true
+  (a new user's default)};
+  update {cluster, account, user, partition?, <attribute>: {old, new}, inherit: [...]};
+  delete {cluster, account, user, partition?}.
+- user (subject = user): update {cluster, default_account: {old, new}} or {admin_level: {old, new}};
+  report {reason}.
+- coordinator (name "account/user", subject = user): add_members / remove_members {account, user};
+  report {account, user, reason}.
+
+The order is the order of apply: accounts (parents first), then associations (a new user's default
+account first), then modifications (moves, attributes, default accounts, admin levels, new
+coordinators), then removals (coordinators, associations, accounts: children first), then reports.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from sup.targets.base import ADD_MEMBERS, CREATE, DELETE, REMOVE_MEMBERS, REPORT, UPDATE, Change
+from sup.targets.slurm.desired import SlurmDesired
+from sup.targets.slurm.model import ATTRIBUTES, DEFAULT_FAIRSHARE, ClusterState, Observed, same
+
+TARGET = "slurm"
+ACCOUNT = "account"
+ASSOCIATION = "association"
+USER = "user"
+COORDINATOR = "coordinator"
+
+
+def association_name(account: str, user: str, partition: str) -> str:
+    return f"{account}/{user}/{partition}" if partition else f"{account}/{user}"
+
+
+def _old_new(old: str | None, new: str | None) -> dict[str, str | None]:
+    return {"old": old or None, "new": new or None}
+
+
+class _Plan:
+    """Changes collected by phase, concatenated in apply order at the end."""
+
+    def __init__(self) -> None:
+        self.accounts: list[Change] = []
+        self.adds_default: list[Change] = []
+        self.adds: list[Change] = []
+        self.moves: list[Change] = []
+        self.modifications: list[Change] = []
+        self.coordinator_adds: list[Change] = []
+        self.coordinator_removals: list[Change] = []
+        self.removals: list[Change] = []
+        self.account_removals: list[Change] = []
+        self.reports: list[Change] = []
+
+    def changes(self) -> list[Change]:
+        return [
+            *self.accounts,
+            *self.adds_default,
+            *self.adds,
+            *self.moves,
+            *self.modifications,
+            *self.coordinator_adds,
+            *self.coordinator_removals,
+            *self.removals,
+            *sorted(self.account_removals, key=lambda c: -int(c.details["depth"])),
+            *self.reports,
+        ]
+
+
+def plan(desired: SlurmDesired, observed: Observed) -> list[Change]:
+    out = _Plan()
+    exists_after: set[str] = set(observed.admin_levels)
+    for cluster in desired.clusters:
+        state = observed.clusters[cluster]
+        exists_after |= _cluster(desired, observed, state, out)
+    _texts(desired, observed, out)
+    _admin_levels(desired, observed, exists_after, out)
+    _coordinators(desired, observed, exists_after, out)
+    _reports(desired, out)
+    return out.changes()
+
+
+# --- per cluster -------------------------------------------------------------------------------------
+
+
+def _expected_account_values(desired: SlurmDesired, state: ClusterState) -> dict[str, dict[str, str]]:
+    """What `show association` should print for each SUP account's own row: its own values, else
+    (inherited attributes) its parent's, else Slurm's default."""
+    expected: dict[str, dict[str, str]] = {}
+    for name, spec in desired.accounts.items():  # parents first
+        parent_row = state.accounts.get(spec.parent)
+        parent = expected.get(spec.parent) or (dict(parent_row.values) if parent_row is not None else {})
+        values = {}
+        for attr in ATTRIBUTES:
+            if attr.key in spec.own:
+                values[attr.key] = spec.own[attr.key]
+            elif attr.inherited:
+                values[attr.key] = parent.get(attr.key, "")
+            else:
+                values[attr.key] = DEFAULT_FAIRSHARE if attr.key == "fairshare" else ""
+        expected[name] = values
+    return expected
+
+
+def _prunable(desired: SlurmDesired, state: ClusterState, unknown: set[str]) -> set[str]:
+    """Unknown accounts whose whole subtree goes away (store accounts below them move elsewhere)."""
+    children: dict[str, list[str]] = {}
+    for name, row in state.accounts.items():
+        children.setdefault(row.parent, []).append(name)
+    memo: dict[str, bool] = {}
+
+    def ok(name: str) -> bool:
+        if name not in memo:
+            memo[name] = False  # guards against cycles in a corrupt tree
+            memo[name] = name in unknown and all(
+                (child in desired.accounts and desired.accounts[child].parent != name) or ok(child)
+                for child in children.get(name, [])
+            )
+        return memo[name]
+
+    return {name for name in unknown if ok(name)}
+
+
+def _depth(state: ClusterState, name: str) -> int:
+    depth, current, seen = 0, name, set()
+    while current in state.accounts and current not in seen:
+        seen.add(current)
+        depth += 1
+        current = state.accounts[current].parent
+    return depth
+
+
+def _cluster(desired: SlurmDesired, observed: Observed, state: ClusterState, out: _Plan) -> set[str]:
+    """Plan one cluster; returns the users that have an association here afterwards."""
+    cluster = state.name
+    expected = _expected_account_values(desired, state)
+
+    unknown = {
+        name
+        for name in state.accounts
+        if name not in desired.accounts and name not in desired.ignore_accounts
+    }
+    pruned = _prunable(desired, state, unknown) if desired.prune_accounts else set()
+    for name in sorted(unknown - pruned):
+        reason = "not in SUP's store; left alone"
+        if desired.prune_accounts:
+            reason += " (an account below it is not SUP's to delete)"
+        out.reports.append(Change(TARGET, REPORT, ACCOUNT, name, {"cluster": cluster, "reason": reason}))
+
+    # Accounts: create or update their own association row on this cluster.
+    for name, spec in desired.accounts.items():
+        row = state.accounts.get(name)
+        if row is None:
+            details: dict[str, Any] = {"cluster": cluster, "parent": spec.parent}
+            if spec.description is not None:
+                details["description"] = spec.description
+            if spec.organization is not None:
+                details["organization"] = spec.organization
+            details.update(spec.own)
+            out.accounts.append(Change(TARGET, CREATE, ACCOUNT, name, details))
+            continue
+        if row.parent != spec.parent:
+            move = {"cluster": cluster, "parent": _old_new(row.parent, spec.parent)}
+            out.moves.append(Change(TARGET, UPDATE, ACCOUNT, name, move))
+        changed: dict[str, Any] = {}
+        inherit = []
+        for attr in ATTRIBUTES:
+            want = expected[name][attr.key]
+            have = row.values.get(attr.key, "")
+            if not same(attr.kind, have, want):
+                changed[attr.key] = _old_new(have, want)
+                if attr.key not in spec.own:
+                    inherit.append(attr.key)
+        if changed:
+            details = {"cluster": cluster, **changed}
+            if inherit:
+                details["inherit"] = inherit
+            out.modifications.append(Change(TARGET, UPDATE, ACCOUNT, name, details))
+
+    for name in sorted(pruned):
+        details = {"cluster": cluster, "depth": _depth(state, name)}
+        out.account_removals.append(Change(TARGET, DELETE, ACCOUNT, name, details))
+
+    # Associations: in SUP's accounts (and accounts being pruned) the store is authoritative.
+    authoritative = set(desired.accounts) | pruned
+    wanted = {
+        (spec.name, user, partition)
+        for spec in desired.accounts.values()
+        for user in spec.members
+        for partition in spec.partitions
+    }
+    present = {key for key in state.users if key[0] in authoritative and key[1] not in desired.ignore_users}
+    adds = sorted(wanted - present)
+    deletes = sorted(present - wanted)
+    before = state.accounts_by_user()
+
+    for account, user, partition in adds:
+        details = {"cluster": cluster, "account": account, "user": user}
+        if partition:
+            details["partition"] = partition
+        if desired.user_fairshare is not None:
+            details["fairshare"] = desired.user_fairshare
+        name = association_name(account, user, partition)
+        if user not in before and account == desired.default_account(user):
+            details["default_account"] = True  # a new user: create them with their default account
+            out.adds_default.append(Change(TARGET, CREATE, ASSOCIATION, name, details, subject=user))
+        else:
+            out.adds.append(Change(TARGET, CREATE, ASSOCIATION, name, details, subject=user))
+
+    for key in sorted(wanted & present):
+        _association_drift(desired, state, key, out)
+
+    after: dict[str, set[str]] = {}
+    removed = set(deletes)
+    for key in state.users:
+        if key not in removed:
+            after.setdefault(key[1], set()).add(key[0])
+    for account, user, _ in adds:
+        after.setdefault(user, set()).add(account)
+    touched = {(user, account) for account, user, _ in (*adds, *deletes)}
+    _default_accounts(desired, state, before, after, touched, out)
+
+    for account, user, partition in deletes:
+        details = {"cluster": cluster, "account": account, "user": user}
+        if partition:
+            details["partition"] = partition
+        name = association_name(account, user, partition)
+        out.removals.append(Change(TARGET, DELETE, ASSOCIATION, name, details, subject=user))
+    return set(after)
+
+
+def _association_drift(
+    desired: SlurmDesired, state: ClusterState, key: tuple[str, str, str], out: _Plan
+) -> None:
+    """A user association should carry nothing of its own: inherited attributes equal the account's,
+    Grp* limits are unset, and Fairshare is `user_fairshare` when that is set."""
+    account, user, partition = key
+    row = state.users[key]
+    account_row = state.accounts.get(account)
+    changed: dict[str, Any] = {}
+    inherit = []
+    for attr in ATTRIBUTES:
+        have = row.values.get(attr.key, "")
+        if attr.key == "fairshare":
+            if desired.user_fairshare is None or same(attr.kind, have, desired.user_fairshare):
+                continue
+            changed[attr.key] = _old_new(have, desired.user_fairshare)
+            continue
+        if attr.inherited:
+            # Compared with the account's row as it is now: when the account changes, Slurm passes
+            # the new value on to every user association that has none of its own.
+            if account_row is None:
+                continue
+            want = account_row.values.get(attr.key, "")
+        else:
+            want = ""
+        if not same(attr.kind, have, want):
+            changed[attr.key] = _old_new(have, want)
+            inherit.append(attr.key)
+    if changed:
+        details: dict[str, Any] = {"cluster": state.name, "account": account, "user": user}
+        if partition:
+            details["partition"] = partition
+        details.update(changed)
+        if inherit:
+            details["inherit"] = inherit
+        name = association_name(account, user, partition)
+        out.modifications.append(Change(TARGET, UPDATE, ASSOCIATION, name, details, subject=user))
+
+
+def _default_accounts(
+    desired: SlurmDesired,
+    state: ClusterState,
+    before: Mapping[str, set[str]],
+    after: Mapping[str, set[str]],
+    touched: set[tuple[str, str]],
+    out: _Plan,
+) -> None:
+    """Every user keeps a default account among the accounts they will have; a new default is set in
+    the modification phase, before the removals take the old one away.
+
+    Slurm marks one association row as the default. When rows of the default account are added or
+    removed (partitions changed), the default is set again after the adds: that marks every row of
+    the account, so the default survives the removal of whichever row held it."""
+    for user in sorted(after):
+        if user in desired.ignore_users or not after[user]:
+            continue
+        have = state.defaults.get(user)
+        want = desired.default_account(user) if user in desired.users else None
+        if want is None:  # not SUP's to choose: keep what Slurm has while it stays valid
+            want = have if have in after[user] else min(after[user])
+        if user not in before:
+            continue  # created in this pass with DefaultAccount set
+        if have != want:
+            details = {"cluster": state.name, "default_account": _old_new(have, want)}
+            out.modifications.append(Change(TARGET, UPDATE, USER, user, details, subject=user))
+        elif (user, want) in touched:
+            details = {
+                "cluster": state.name,
+                "default_account": _old_new(have, want),
+                "reason": "the partitions of the default account change",
+            }
+            out.modifications.append(Change(TARGET, UPDATE, USER, user, details, subject=user))
+
+
+# --- global ------------------------------------------------------------------------------------------
+
+
+def _texts(desired: SlurmDesired, observed: Observed, out: _Plan) -> None:
+    """Description and organization are global. Slurm 22.05 stores them lower-case: compare casefolded."""
+    for name, spec in desired.accounts.items():
+        info = observed.accounts.get(name)
+        if info is None:
+            continue
+        changed = {}
+        if spec.description is not None and info.description.casefold() != spec.description.casefold():
+            changed["description"] = _old_new(info.description, spec.description)
+        if spec.organization is not None and info.organization.casefold() != spec.organization.casefold():
+            changed["organization"] = _old_new(info.organization, spec.organization)
+        if changed:
+            out.modifications.append(Change(TARGET, UPDATE, ACCOUNT, name, changed))
+
+
+def _admin_levels(desired: SlurmDesired, observed: Observed, exists_after: set[str], out: _Plan) -> None:
+    if desired.admin_levels is None:
+        return
+    for user, want in sorted(desired.admin_levels.items()):
+        if user not in exists_after:
+            if want != "None":
+                reason = f"should be {want} but has no Slurm user (no association): AdminLevel cannot be set"
+                out.reports.append(Change(TARGET, REPORT, USER, user, {"reason": reason}, subject=user))
+            continue
+        have = observed.admin_levels.get(user, "None")
+        if have.casefold() != want.casefold():
+            details = {"admin_level": _old_new(have, want)}
+            out.modifications.append(Change(TARGET, UPDATE, USER, user, details, subject=user))
+
+
+def _coordinators(desired: SlurmDesired, observed: Observed, exists_after: set[str], out: _Plan) -> None:
+    """Slurm shows an account's coordinators together with those of its ancestors (a coordinator of
+    an account coordinates its sub-accounts), so the expectation includes the parent's."""
+    expected: dict[str, frozenset[str]] = {}
+    for name, spec in desired.accounts.items():
+        info = observed.accounts.get(name)
+        have = info.coordinators if info is not None else frozenset()
+        parent_info = observed.accounts.get(spec.parent)
+        inherited = expected.get(
+            spec.parent, parent_info.coordinators if parent_info is not None else frozenset()
+        )
+        expected[name] = spec.coordinators | inherited
+        for user in sorted(spec.coordinators - have):
+            details = {"account": name, "user": user}
+            change_name = f"{name}/{user}"
+            if user in exists_after:
+                out.coordinator_adds.append(
+                    Change(TARGET, ADD_MEMBERS, COORDINATOR, change_name, details, subject=user)
+                )
+            else:
+                details["reason"] = "has no Slurm user (no association anywhere): cannot coordinate"
+                out.reports.append(Change(TARGET, REPORT, COORDINATOR, change_name, details, subject=user))
+        for user in sorted(have - expected[name] - desired.ignore_users):
+            details = {"account": name, "user": user}
+            out.coordinator_removals.append(
+                Change(TARGET, REMOVE_MEMBERS, COORDINATOR, f"{name}/{user}", details, subject=user)
+            )
+
+
+def _reports(desired: SlurmDesired, out: _Plan) -> None:
+    for name in desired.ignored_store_accounts:
+        reason = "in SUP's store but listed in slurm.ignore_accounts: left alone"
+        out.reports.append(Change(TARGET, REPORT, ACCOUNT, name, {"reason": reason}))
+    for user, chosen in sorted(desired.explicit_defaults.items()):
+        accounts = desired.accounts_of(user)
+        if accounts and chosen not in accounts:
+            reason = (
+                f"chosen default account {chosen!r} is not one of their accounts; {accounts[0]!r} is used"
+            )
+            out.reports.append(Change(TARGET, REPORT, USER, user, {"reason": reason}))

@@ -1,0 +1,101 @@
+"""Parsing `sacctmgr -n -P show ...` output (one record a line, fields separated by '|').
+
+Every read names its columns explicitly (`format=...`), so a line with another number of fields is
+not ours to guess about: it raises ObserveError and nothing is decided from the read. The one
+free-text column, an account's Description, goes last: a '|' inside it stays in the description,
+and a line break inside it (which `-P` does not escape) continues the previous record.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from sup.targets.base import ObserveError
+from sup.targets.slurm.model import ATTRIBUTES, AccountInfo, Association
+
+ASSOCIATION_FIELDS: tuple[str, ...] = (
+    "Cluster",
+    "Account",
+    "User",
+    "Partition",
+    "ParentName",
+    *(a.show for a in ATTRIBUTES),
+)
+# `show user where cluster=C`: every user, with the default account on C ("" if none) and AdminLevel.
+USER_FIELDS = ("User", "DefaultAccount", "AdminLevel")
+ACCOUNT_FIELDS = ("Account", "Coordinators", "Organization", "Description")
+CLUSTER_FIELDS = ("Cluster",)
+
+_ACCOUNT_NAME = re.compile(r"^[a-z0-9_][a-z0-9_.-]*$")
+
+
+def _rows(text: str, fields: Sequence[str], what: str) -> list[list[str]]:
+    rows = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        values = line.split("|")
+        if len(values) != len(fields):
+            raise ObserveError(
+                f"unexpected sacctmgr output for {what}, line {number}: {len(values)} fields, "
+                f"expected {len(fields)} ({','.join(fields)})"
+            )
+        rows.append([v.strip() for v in values])
+    return rows
+
+
+def clusters(text: str) -> set[str]:
+    return {row[0].lower() for row in _rows(text, CLUSTER_FIELDS, "clusters") if row[0]}
+
+
+def associations(text: str, cluster: str) -> list[Association]:
+    result = []
+    for row in _rows(text, ASSOCIATION_FIELDS, "associations"):
+        if row[0].lower() != cluster:
+            raise ObserveError(f"asked for the associations of cluster {cluster!r}, got one of {row[0]!r}")
+        values = {a.key: row[5 + i] for i, a in enumerate(ATTRIBUTES)}
+        result.append(
+            Association(
+                cluster=cluster,
+                account=row[1].lower(),
+                user=row[2].lower(),
+                partition=row[3].lower(),
+                parent=row[4].lower(),
+                values=values,
+            )
+        )
+    return result
+
+
+def users(text: str) -> tuple[dict[str, str], dict[str, str]]:
+    """(user -> default account on the cluster asked for, user -> AdminLevel) from `show user`."""
+    defaults: dict[str, str] = {}
+    levels: dict[str, str] = {}
+    for user, default, level in _rows(text, USER_FIELDS, "users"):
+        if default:
+            defaults[user.lower()] = default.lower()
+        levels[user.lower()] = level or "None"
+    return defaults, levels
+
+
+def accounts(text: str) -> dict[str, AccountInfo]:
+    records: list[list[str]] = []
+    for line in text.splitlines():
+        head = line.split("|", len(ACCOUNT_FIELDS) - 1)
+        if len(head) == len(ACCOUNT_FIELDS) and _ACCOUNT_NAME.match(head[0].strip().lower()):
+            records.append(head)
+        elif records:  # a line break inside the previous description
+            records[-1][-1] += "\n" + line
+        elif line.strip():
+            raise ObserveError(f"unexpected sacctmgr output for accounts: {line[:80]!r}")
+    result = {}
+    for name, coordinators, organization, description in records:
+        key = name.strip().lower()
+        result[key] = AccountInfo(
+            name=key,
+            description=description,
+            organization=organization.strip(),
+            coordinators=frozenset(c.strip().lower() for c in coordinators.split(",") if c.strip()),
+        )
+    return result

@@ -1,0 +1,107 @@
+"""SlurmTarget: the Slurm accounting target behind the common protocol (sup/targets/base.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import ClassVar
+
+from sqlalchemy import Engine
+
+from sup.config import Settings, SlurmSettings
+from sup.domain.desired import DesiredState
+from sup.store.session import make_engine
+from sup.targets.base import REPORT, ApplyReport, Change, ObserveError, TargetError
+from sup.targets.slurm import parse
+from sup.targets.slurm.apply import Applier
+from sup.targets.slurm.desired import build
+from sup.targets.slurm.diff import plan
+from sup.targets.slurm.lock import slurmdbd_address, writer_lock
+from sup.targets.slurm.model import ClusterState, Observed
+from sup.targets.slurm.sacctmgr import Sacctmgr
+
+
+class SlurmTarget:
+    """Slurm accounts, users, associations, coordinators and admin levels, through sacctmgr."""
+
+    name: ClassVar[str] = "slurm"
+
+    def __init__(self, settings: Settings, *, sacctmgr: Sacctmgr | None = None) -> None:
+        if settings.slurm is None:
+            raise TargetError("the slurm target is not configured (settings section slurm)")
+        self.settings = settings
+        self.config: SlurmSettings = settings.slurm
+        self.sacctmgr = sacctmgr or Sacctmgr(self.config.sacctmgr, self.config.command_timeout)
+        self.address = slurmdbd_address(self.config.slurmdbd, self.sacctmgr.env)
+        self._engine: Engine | None = None
+
+    # --- observe -----------------------------------------------------------------------------------
+
+    def observe(self) -> Observed:
+        """Bulk reads, run side by side (reads are safe in parallel; each is mostly waiting on
+        slurmdbd round trips): the registered clusters, the accounts with their coordinators, and
+        per cluster its associations and its users (default account there, AdminLevel). Any failed
+        or unexpected read raises ObserveError: nothing is decided from part of a picture."""
+        run = self.sacctmgr
+        clusters = self.config.all_clusters()
+        with ThreadPoolExecutor(max_workers=min(8, 2 + 2 * len(clusters))) as pool:
+            registered = pool.submit(run.show, "cluster", parse.CLUSTER_FIELDS)
+            accounts = pool.submit(run.show, "account", parse.ACCOUNT_FIELDS, extra=["withcoord"])
+            per_cluster = {
+                cluster: (
+                    pool.submit(
+                        run.show, "association", parse.ASSOCIATION_FIELDS, where=[f"Cluster={cluster}"]
+                    ),
+                    pool.submit(run.show, "user", parse.USER_FIELDS, where=[f"Cluster={cluster}"]),
+                )
+                for cluster in clusters
+            }
+            known = parse.clusters(registered.result())
+            missing = [c for c in clusters if c not in known]
+            if missing:
+                raise ObserveError(
+                    f"cluster {missing[0]!r} is not registered in slurmdbd {self.address} "
+                    f"(known: {', '.join(sorted(known)) or 'none'}); register it with "
+                    f"`sacctmgr add cluster {missing[0]}` or fix slurm.cluster/slurm.clusters"
+                )
+            states = {}
+            levels: dict[str, str] = {}
+            for cluster, (associations, users) in per_cluster.items():
+                state = ClusterState(cluster)
+                for row in parse.associations(associations.result(), cluster):
+                    if row.user:
+                        state.users[row.key] = row
+                    else:
+                        state.accounts[row.account] = row
+                state.defaults, levels = parse.users(users.result())
+                states[cluster] = state
+            return Observed(clusters=states, accounts=parse.accounts(accounts.result()), admin_levels=levels)
+
+    # --- diff --------------------------------------------------------------------------------------
+
+    def diff(self, desired: DesiredState, observed: Observed) -> list[Change]:
+        return plan(build(desired, self.config), observed)
+
+    # --- apply -------------------------------------------------------------------------------------
+
+    def apply(self, changes: Sequence[Change]) -> ApplyReport:
+        if all(change.action == REPORT for change in changes):
+            return ApplyReport()
+        applier = Applier(self.sacctmgr, self.config.chunk_size, self.observe)
+        with writer_lock(self._store_engine(), self.config.lock_dir, self.address, self.config.lock_timeout):
+            return applier.run(changes)
+
+    def _store_engine(self) -> Engine:
+        """The store's engine, for the cross-replica lock (the planner does not hand us one)."""
+        if self._engine is None:
+            self._engine = (
+                make_engine(self.settings.database_url, pool_size=1, max_overflow=1)
+                if self.settings.database_url.startswith("postgresql")
+                else make_engine(self.settings.database_url)
+            )
+        return self._engine
+
+    def close(self) -> None:
+        if self._engine is not None:
+            self._engine.dispose()
+            self._engine = None

@@ -1,0 +1,77 @@
+"""Fixtures of the Slurm target's tests: one munge + MariaDB + slurmdbd for the session (started by
+tests/support/slurmdbd.py), and per test a fresh cluster, an empty accounting tree and a migrated
+SQLite store. Accounts and users are global in slurmdbd, so each test starts by removing every
+account and user but root's."""
+
+from __future__ import annotations
+
+import itertools
+import shutil
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy.orm import Session, sessionmaker
+
+from sup.config import Settings
+from sup.store.session import make_engine, make_sessionmaker
+from tests.support.slurmdbd import SlurmdbdServer, SlurmdbdUnavailable
+
+_numbers = itertools.count(1)
+
+
+@pytest.fixture(scope="session")
+def slurmdbd() -> Iterator[SlurmdbdServer]:
+    try:
+        server = SlurmdbdServer()
+    except SlurmdbdUnavailable as exc:
+        pytest.skip(str(exc))
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def cluster(slurmdbd: SlurmdbdServer, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A cluster registered for this test only, in an otherwise empty accounting database."""
+    slurmdbd.reset(keep_clusters=[slurmdbd.cluster])
+    name = f"t{next(_numbers)}"
+    slurmdbd.sacctmgr("add", "cluster", name)
+    monkeypatch.setenv("SLURM_CONF", str(slurmdbd.slurm_conf))
+    return name
+
+
+@pytest.fixture
+def store_url(sqlite_template: Path, tmp_path: Path) -> str:
+    path = tmp_path / "sup.db"
+    shutil.copy(sqlite_template, path)
+    return f"sqlite:///{path}"
+
+
+@pytest.fixture
+def store(store_url: str) -> Iterator[sessionmaker[Session]]:
+    engine = make_engine(store_url)
+    yield make_sessionmaker(engine)
+    engine.dispose()
+
+
+@pytest.fixture
+def slurm_settings(
+    store_url: str, cluster: str, slurmdbd: SlurmdbdServer, tmp_path: Path
+) -> Callable[..., Settings]:
+    """Settings with the slurm target enabled on this test's cluster; keywords override slurm keys."""
+
+    def make(reconcile: dict[str, Any] | None = None, **slurm: Any) -> Settings:
+        section: dict[str, Any] = {
+            "cluster": cluster,
+            "sacctmgr": slurmdbd.bin["sacctmgr"],
+            "lock_dir": str(tmp_path / "locks"),
+            "chunk_size": 3,  # small, so that tests exercise chunking
+        }
+        section.update(slurm)
+        return Settings(database_url=store_url, slurm=section, reconcile=reconcile or {})
+
+    return make
