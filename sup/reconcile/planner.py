@@ -109,7 +109,11 @@ def run_pass(
         if apply:
             with sessions.begin() as session:
                 record_statuses(
-                    session, name, desired, result.failed, result.error if result.state == ERROR else None
+                    session,
+                    name,
+                    desired,
+                    result.failed,
+                    result.error if result.state in (ERROR, REFUSED) else None,
                 )
     return Pass(results)
 

@@ -116,8 +116,13 @@ def test_mass_deletion_is_refused_unless_forced(database_url: str, sessions: ses
     refused = run_pass(settings, sessions, only=["ldap"], apply=True, opener=opener)
     assert refused.targets[0].state == "refused" and "max_deletions=2" in (refused.targets[0].error or "")
     assert len(fake.system) == 3
+    _users(sessions, settings, "kim")
+    held = run_pass(settings, sessions, only=["ldap"], apply=True, opener=opener)
+    assert held.targets[0].state == "refused"
+    state, error = _statuses(sessions)["kim"]
+    assert state == "error" and "max_deletions" in (error or "")  # refused work is not "in sync"
     forced = run_pass(settings, sessions, only=["ldap"], apply=True, force=True, opener=opener)
-    assert forced.targets[0].state == "applied" and fake.system == {}
+    assert forced.targets[0].state == "applied" and fake.system == {"kim": 10000}
 
 
 def test_deleted_user_loses_its_status_row(configured: Settings, sessions: sessionmaker[Session]) -> None:
