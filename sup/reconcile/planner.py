@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from sup.config import TARGETS, Settings
 from sup.domain.desired import DesiredState, Policy, derive
 from sup.reconcile.status import record_statuses
+from sup.store.session import is_postgresql
 from sup.store.snapshot import load_snapshot
 from sup.targets import open_target
 from sup.targets.base import DELETE, Change, Failure, ObserveError, Target, TargetError
@@ -76,6 +77,10 @@ def policy_of(settings: Settings) -> Policy:
 
 def desired_state(sessions: sessionmaker[Session], settings: Settings) -> DesiredState:
     with sessions() as session:
+        if is_postgresql(session):
+            # The snapshot is several queries: they must see one moment, or a user created between
+            # two of them shows up as a member nobody knows.
+            session.connection(execution_options={"isolation_level": "REPEATABLE READ"})
         return derive(load_snapshot(session), policy_of(settings))
 
 

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
+
+import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
 from sup.config import Settings
 from sup.groups.schemas import GroupCreate
 from sup.groups.service import create_group
+from sup.reconcile.planner import desired_state
 from sup.slurm_accounts.schemas import SlurmAccountCreate
 from sup.slurm_accounts.service import create_account
+from sup.store.session import make_engine, make_sessionmaker
 from sup.store.snapshot import load_snapshot
 from sup.users.schemas import UserCreate
 from sup.users.service import create_user
@@ -54,3 +60,36 @@ def test_snapshot_holds_users_groups_and_accounts(
         "leads",
         "root",
     )
+
+
+@pytest.mark.postgres
+def test_snapshot_sees_one_moment_on_postgresql(
+    postgres_template: str, new_postgres_database: Callable[[bool], str]
+) -> None:
+    """Writers racing the snapshot's several queries must not make it inconsistent (or crash it)."""
+    url = new_postgres_database(True)
+    settings = Settings(database_url=url)
+    engine = make_engine(url)
+    sessions = make_sessionmaker(engine)
+    with sessions.begin() as session:
+        create_group(session, settings, ACTOR, GroupCreate(name="physics"))
+    stop = threading.Event()
+
+    def writer() -> None:
+        n = 0
+        while not stop.is_set():
+            with sessions.begin() as session:
+                create_user(session, settings, ACTOR, UserCreate(username=f"racer{n}", groups=["physics"]))
+            n += 1
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    try:
+        for _ in range(30):
+            state = desired_state(sessions, settings)
+            members = state.groups["physics"].members
+            assert members <= set(state.users), "a member the same snapshot does not know"
+    finally:
+        stop.set()
+        thread.join()
+        engine.dispose()
