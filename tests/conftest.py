@@ -85,6 +85,22 @@ def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture
+def store_url(tmp_path: Path, sqlite_template: Path) -> str:
+    """A migrated, empty SQLite store, for target tests (a target never sees which database is behind
+    the store; the store itself is tested on both)."""
+    path = tmp_path / "sup.db"
+    shutil.copy(sqlite_template, path)
+    return f"sqlite:///{path}"
+
+
+@pytest.fixture
+def store_sessions(store_url: str) -> Iterator[sessionmaker[Session]]:
+    engine = make_engine(store_url)
+    yield make_sessionmaker(engine)
+    engine.dispose()
+
+
+@pytest.fixture
 def new_postgres_database(postgres: PostgresServer) -> Iterator[Callable[[bool], str]]:
     """Factory: a fresh PostgreSQL database, migrated (from the template) or empty."""
     created: list[str] = []

@@ -60,7 +60,16 @@ def exclusive(engine: Engine, name: str, timeout: float = 0.0, poll: float = 0.2
         finally:
             lock.release()
         return
-    path = Path(f"{database}.{name}.lock")
+    with file_lock(Path(f"{database}.{name}.lock"), timeout, poll, f"lock {name!r}"):
+        yield
+
+
+@contextmanager
+def file_lock(path: Path, timeout: float, poll: float = 0.1, what: str = "the lock") -> Iterator[None]:
+    """An exclusive flock on `path` (created if needed). flock locks belong to the open file, so
+    this excludes other threads of this process as well as other processes; the kernel drops it
+    when its holder dies. Raises LockTimeout after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
     with path.open("a") as handle:
         while True:
             try:
@@ -68,7 +77,7 @@ def exclusive(engine: Engine, name: str, timeout: float = 0.0, poll: float = 0.2
                 break
             except BlockingIOError:
                 if time.monotonic() >= deadline:
-                    raise LockTimeout(f"lock {name!r} is held by another SUP process") from None
+                    raise LockTimeout(f"{what} is held by another SUP process or thread") from None
                 time.sleep(poll)
         try:
             yield

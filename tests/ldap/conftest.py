@@ -3,16 +3,13 @@ base DN per test, a SQLite store per test, and a real sssd reading the test's ba
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
 from sup.config import Settings
-from sup.store.session import make_engine, make_sessionmaker
 from sup.targets.ldap.sssd_config import render
 from tests.ldap.site import Site
 from tests.support.slapd import SlapdServer, SlapdUnavailable
@@ -62,21 +59,6 @@ def any_slapd(request: pytest.FixtureRequest) -> SlapdServer:
     """Both directory shapes: the test runs once against each."""
     server: SlapdServer = request.getfixturevalue(f"slapd_{request.param}")
     return server
-
-
-@pytest.fixture
-def store_url(tmp_path: Path, sqlite_template: Path) -> str:
-    """A migrated, empty store (SQLite: the LDAP target does not care which database is behind it)."""
-    path = tmp_path / "sup.db"
-    shutil.copy(sqlite_template, path)
-    return f"sqlite:///{path}"
-
-
-@pytest.fixture
-def store_sessions(store_url: str) -> Iterator[sessionmaker[Session]]:
-    engine = make_engine(store_url)
-    yield make_sessionmaker(engine)
-    engine.dispose()
 
 
 @pytest.fixture

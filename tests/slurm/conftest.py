@@ -6,7 +6,6 @@ account and user but root's."""
 from __future__ import annotations
 
 import itertools
-import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -15,7 +14,6 @@ import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
 from sup.config import Settings
-from sup.store.session import make_engine, make_sessionmaker
 from tests.support.slurmdbd import SlurmdbdServer, SlurmdbdUnavailable
 
 _numbers = itertools.count(1)
@@ -45,17 +43,8 @@ def cluster(slurmdbd: SlurmdbdServer, monkeypatch: pytest.MonkeyPatch) -> str:
 
 
 @pytest.fixture
-def store_url(sqlite_template: Path, tmp_path: Path) -> str:
-    path = tmp_path / "sup.db"
-    shutil.copy(sqlite_template, path)
-    return f"sqlite:///{path}"
-
-
-@pytest.fixture
-def store(store_url: str) -> Iterator[sessionmaker[Session]]:
-    engine = make_engine(store_url)
-    yield make_sessionmaker(engine)
-    engine.dispose()
+def store(store_sessions: sessionmaker[Session]) -> sessionmaker[Session]:
+    return store_sessions
 
 
 @pytest.fixture

@@ -12,17 +12,16 @@ A process that dies releases both (the kernel drops its flocks, PostgreSQL its s
 
 from __future__ import annotations
 
-import fcntl
 import os
 import re
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from sqlalchemy import Engine
 
-from sup.store.locks import LockTimeout, exclusive
+from sup.store.locks import LockTimeout, exclusive, file_lock
 from sup.targets.base import TargetError
 
 DEFAULT_DBD_PORT = 6819
@@ -60,30 +59,20 @@ def host_lock(directory: str, address: str, timeout: float, poll: float = 0.1) -
     path = Path(directory)
     try:
         path.mkdir(parents=True, exist_ok=True)
-        handle = (path / _file_name(address)).open("a")
+        (path / _file_name(address)).touch()
     except OSError as exc:
         raise TargetError(
             f"cannot open the slurmdbd writer lock in {directory} (slurm.lock_dir): {exc}"
         ) from exc
-    deadline = time.monotonic() + timeout
-    try:
-        while True:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    raise TargetError(
-                        f"another process on this host is writing to slurmdbd {address} "
-                        f"(waited {timeout:.0f} s, slurm.lock_timeout)"
-                    ) from None
-                time.sleep(poll)
+    with ExitStack() as held:
         try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-    finally:
-        handle.close()
+            held.enter_context(file_lock(path / _file_name(address), timeout, poll))
+        except LockTimeout:
+            raise TargetError(
+                f"another process on this host is writing to slurmdbd {address} "
+                f"(waited {timeout:.0f} s, slurm.lock_timeout)"
+            ) from None
+        yield
 
 
 @contextmanager
