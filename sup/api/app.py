@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
 from fastapi import FastAPI
 from sqlalchemy import Engine
 
@@ -13,6 +16,7 @@ from sup.audit.router import router as audit_router
 from sup.config import Settings
 from sup.groups.router import router as groups_router
 from sup.reconcile.router import router as reconcile_router
+from sup.reconcile.worker import Reconciler
 from sup.slurm_accounts.router import router as slurm_router
 from sup.store.session import make_engine, make_sessionmaker
 from sup.tokens.router import router as tokens_router
@@ -26,12 +30,28 @@ whose `errors` list names each offending field. Updates accept `If-Match` with t
 """
 
 
-def create_app(settings: Settings, engine: Engine | None = None) -> FastAPI:
+def create_app(settings: Settings, engine: Engine | None = None, *, reconciler: bool = False) -> FastAPI:
+    """The app; with `reconciler`, it also runs the background reconciler while it serves."""
     engine = engine or make_engine(settings.database_url)
-    app = FastAPI(title="SUP", version=__version__, description=DESCRIPTION, docs_url="/docs")
+    worker = Reconciler(settings, engine) if reconciler else None
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        if worker is not None:
+            worker.start()
+        try:
+            yield
+        finally:
+            if worker is not None:
+                worker.stop()
+
+    app = FastAPI(
+        title="SUP", version=__version__, description=DESCRIPTION, docs_url="/docs", lifespan=lifespan
+    )
     app.state.settings = settings
     app.state.engine = engine
     app.state.sessions = make_sessionmaker(engine)
+    app.state.reconciler = worker
 
     # Each router carries its full path (API_PREFIX included): route templates in metrics stay exact.
     routers = (

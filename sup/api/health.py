@@ -38,6 +38,10 @@ def readyz(request: Request) -> JSONResponse:
         ready = False
     targets = {t: ("configured" if settings.target_enabled(t) else "disabled") for t in TARGETS}
     body = {"status": "ready" if ready else "not_ready", "database": database, "targets": targets}
+    worker = getattr(request.app.state, "reconciler", None)
+    # The reconciler's view: which replica leads, and how each target fared in the last pass (a target
+    # that is down shows here; the API itself stays ready and keeps accepting writes).
+    body["reconciler"] = worker.state.as_json() if worker is not None else {"role": "off"}
     return JSONResponse(body, status_code=200 if ready else 503)
 
 

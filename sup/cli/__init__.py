@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import typer
 
 from sup import __version__
@@ -32,15 +34,20 @@ def serve(
     host: str = typer.Option("127.0.0.1", "--host", help="address to listen on (0.0.0.0 for all)"),
     port: int = typer.Option(8080, "--port", min=1, max=65535, help="TCP port"),
     log_level: str = typer.Option("info", "--log-level", help="uvicorn log level"),
+    reconciler: bool = typer.Option(
+        True, "--reconciler/--no-reconciler", help="also run the background reconciler (one replica leads)"
+    ),
 ) -> None:
-    """Run the API (and, in later releases, the reconciler). The schema must be current."""
+    """Run the API and the reconciler: outbox-driven passes within seconds of a write, and a full
+    pass every reconcile.interval_seconds. The schema must be current."""
     import uvicorn
 
     from sup.api.app import create_app
 
     cli = context()
     cli.require_migrated()
-    app_ = create_app(cli.settings, cli.engine)
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    app_ = create_app(cli.settings, cli.engine, reconciler=reconciler)
     try:
         uvicorn.run(app_, host=host, port=port, log_level=log_level, proxy_headers=False, server_header=False)
     except OSError as exc:  # pragma: no cover - e.g. the port is taken

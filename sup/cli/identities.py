@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 
 from sup.cli.common import context, out, print_json
 from sup.groups import service as groups
+from sup.reconcile.status import status_of
 from sup.store.lookup import require_group
 from sup.users import service as users
 
@@ -80,11 +81,20 @@ def user_list(
 def user_show(
     username: str = typer.Argument(...), as_json: bool = typer.Option(False, "--json", help="print JSON")
 ) -> None:
-    """Show one user. Exit code 3 if there is no such user."""
+    """Show one user and their provisioning state per target. Exit code 3 if there is no such user."""
     cli = context()
     with cli.transaction() as session:
         data = users.to_out(users.get_user(session, username)).model_dump(mode="json")
-    _show(data, as_json)
+        status = status_of(session, cli.settings, username)
+    if as_json:
+        print_json({**data, "status": [t.model_dump(mode="json") for t in status.targets]})
+        return
+    _show(data, as_json=False)
+    table = Table("target", "state", "since", "last error")
+    for t in status.targets:
+        since = t.updated_at.isoformat(timespec="seconds") if t.updated_at else "-"
+        table.add_row(t.target, t.state, since, t.last_error or "")
+    out.print(table)
 
 
 @group_app.command("list")

@@ -9,15 +9,20 @@ nobody must not wipe the cluster), and a partial read never leads to a plan (see
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from sup.config import TARGETS, Settings
 from sup.domain.desired import DesiredState, Policy, derive
+from sup.reconcile import metrics
 from sup.reconcile.status import record_statuses
+from sup.store import outbox
+from sup.store.models import TargetStatus
 from sup.store.session import is_postgresql
 from sup.store.snapshot import load_snapshot
 from sup.targets import open_target
@@ -102,14 +107,24 @@ def run_pass(
     force: bool = False,
     opener: TargetOpener = open_target,
 ) -> Pass:
-    """Plan (and with `apply`, reconcile) every selected target against the store."""
+    """Plan (and with `apply`, reconcile) every selected target against the store.
+
+    A full reconcile (every target) that ends cleanly also clears the outbox marks it covered: those
+    read before the store snapshot, unless re-marked since.
+    """
+    selected = _selected(only)
+    with sessions() as session:
+        marks = outbox.pending(session) if apply and len(selected) == len(TARGETS) else []
     desired = desired_state(sessions, settings)
     results = []
-    for name in _selected(only):
+    for name in selected:
         if not settings.target_enabled(name):
             results.append(TargetPass(name, DISABLED))
             continue
-        result = _one_target(name, settings, desired, opener, apply=apply, force=force)
+        baseline = _active_on_target(sessions, name) if apply else frozenset()
+        started = time.perf_counter()
+        result = _one_target(name, settings, desired, baseline, opener, apply=apply, force=force)
+        _count(result, time.perf_counter() - started, apply)
         results.append(result)
         if apply:
             with sessions.begin() as session:
@@ -120,11 +135,73 @@ def run_pass(
                     result.failed,
                     result.error if result.state in (ERROR, REFUSED) else None,
                 )
-    return Pass(results)
+    done = Pass(results)
+    if marks and done.ok:
+        with sessions.begin() as session:
+            outbox.clear(session, marks)
+    return done
+
+
+def _active_on_target(sessions: sessionmaker[Session], target: str) -> frozenset[str]:
+    """The users the target held active after the passes so far (the mass-change guard's baseline)."""
+    with sessions() as session:
+        return frozenset(
+            session.scalars(
+                select(TargetStatus.username).where(
+                    TargetStatus.target == target, TargetStatus.active.is_(True)
+                )
+            )
+        )
+
+
+def _count(result: TargetPass, seconds: float, apply: bool) -> None:
+    metrics.PASS_DURATION.labels(result.target, "reconcile" if apply else "plan").observe(seconds)
+    if not apply:
+        return
+    metrics.DRIFT_FOUND.labels(result.target).inc(len(result.changes))
+    metrics.CHANGES_APPLIED.labels(result.target).inc(len(result.applied))
+    metrics.CHANGES_FAILED.labels(result.target).inc(len(result.failed))
+    if result.state == ERROR:
+        metrics.TARGET_ERRORS.labels(result.target).inc()
+    elif result.state == REFUSED:
+        metrics.REFUSALS.labels(result.target).inc()
+    elif result.state in (PLANNED, APPLIED):
+        metrics.LAST_SUCCESS.labels(result.target).set_to_current_time()
+
+
+MIN_USERS_FOR_SHARE = 5
+
+
+def mass_change(settings: Settings, desired: DesiredState, baseline: frozenset[str]) -> str | None:
+    """Why applying would lock or remove too many of the users a target holds active, or None.
+
+    Compared with what the target was last left holding (status rows), not with the store: an
+    identity provider that suddenly reports everybody gone changes the store first, and this is
+    where that must stop before it reaches the cluster.
+    """
+    leaving = sorted(u for u in baseline if u not in desired.users or not desired.users[u].active)
+    count, total = len(leaving), len(baseline)
+    limit, share = settings.reconcile.max_suspensions, settings.reconcile.max_suspension_share
+    too_many = count > limit or (count > MIN_USERS_FOR_SHARE and total > 0 and count / total > share)
+    if not too_many:
+        return None
+    shown = ", ".join(leaving[:5]) + (", ..." if count > 5 else "")
+    return (
+        f"the plan locks or removes {count} of the {total} users active on this target ({shown}), over "
+        f"reconcile.max_suspensions={limit} or max_suspension_share={share:g}; check it with "
+        "`sup plan` and rerun with --force if it is right"
+    )
 
 
 def _one_target(
-    name: str, settings: Settings, desired: DesiredState, opener: TargetOpener, *, apply: bool, force: bool
+    name: str,
+    settings: Settings,
+    desired: DesiredState,
+    baseline: frozenset[str],
+    opener: TargetOpener,
+    *,
+    apply: bool,
+    force: bool,
 ) -> TargetPass:
     try:
         target = opener(name, settings)
@@ -147,6 +224,10 @@ def _one_target(
                 f"the plan deletes {deletions} objects, more than reconcile.max_deletions={limit}; "
                 "check it with `sup plan` and rerun with --force if it is right"
             )
+            return result
+        refusal = None if force else mass_change(settings, desired, baseline)
+        if refusal is not None:
+            result.state, result.error = REFUSED, refusal
             return result
         report = target.apply(changes)
         result.applied, result.failed = report.applied, report.failed

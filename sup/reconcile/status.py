@@ -6,12 +6,15 @@ Only rows whose state changes are written, so a pass without drift writes nothin
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 
+from pydantic import BaseModel, Field
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from sup.config import TARGETS, Settings
 from sup.domain.desired import DesiredState
-from sup.store.models import TargetStatus, utcnow
+from sup.store.models import OutboxMark, TargetStatus, utcnow
 from sup.targets.base import Failure
 
 IN_SYNC = "in_sync"
@@ -27,7 +30,9 @@ def record_statuses(
     target_error: str | None,
 ) -> None:
     """Mark every desired user in_sync, or error with the message of their first failure (or the
-    target's error when the whole target failed). Rows of users no longer desired are dropped."""
+    target's error when the whole target failed). An in_sync row also remembers whether the user is
+    now active on the target (the mass-change guard's baseline); an error keeps what was there.
+    Rows of users no longer desired are dropped once their removal went through."""
     errors: dict[str, str] = {}
     for failure in failures:
         if failure.change.subject is not None:
@@ -36,19 +41,65 @@ def record_statuses(
         row.username: row
         for row in session.scalars(select(TargetStatus).where(TargetStatus.target == target))
     }
-    for username in desired.users:
+    for username, user in desired.users.items():
         message = target_error or errors.get(username)
         state = ERROR if message else IN_SYNC
         row = rows.pop(username, None)
         if row is None:
-            row = TargetStatus(username=username, target=target, state=state, attempts=0)
+            row = TargetStatus(username=username, target=target, state=state, attempts=0, active=False)
             session.add(row)
-        elif row.state == state and row.last_error == message:
+        active = user.active if state == IN_SYNC else row.active
+        if row.state == state and row.last_error == message and row.active == active:
             continue
         row.state = state
+        row.active = active
         row.last_error = message[:MAX_ERROR_TEXT] if message else None
         row.attempts = row.attempts + 1 if message else 0
         row.updated_at = utcnow()
+    if target_error is not None:
+        return  # nothing was removed from the target: keep the rows of users on their way out
     for username, row in rows.items():
         if username not in errors:
             session.delete(row)
+
+
+class TargetState(BaseModel):
+    target: str
+    state: str = Field(description="disabled | pending | in_sync | error")
+    last_error: str | None = None
+    attempts: int = Field(0, description="passes in a row that failed for this user")
+    updated_at: datetime | None = Field(None, description="when the state last changed")
+
+
+class UserStatus(BaseModel):
+    username: str
+    targets: list[TargetState]
+
+
+def status_of(session: Session, settings: Settings, username: str) -> UserStatus:
+    """Per target: disabled; pending (a change waits in the outbox, or no pass has reached the user
+    yet; the last error, if any, is kept); in_sync; or error."""
+    rows = {
+        row.target: row
+        for row in session.scalars(select(TargetStatus).where(TargetStatus.username == username))
+    }
+    waiting = session.get(OutboxMark, ("user", username)) is not None
+    states = []
+    for target in TARGETS:
+        row = rows.get(target)
+        if not settings.target_enabled(target):
+            states.append(TargetState(target=target, state="disabled"))
+        elif row is None:
+            states.append(TargetState(target=target, state="pending"))
+        else:
+            state = "pending" if waiting else row.state
+            states.append(
+                TargetState(
+                    target=target,
+                    state=state,
+                    last_error=row.last_error,
+                    attempts=row.attempts,
+                    updated_at=row.updated_at,
+                )
+            )
+    return UserStatus(username=username, targets=states)

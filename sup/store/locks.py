@@ -26,7 +26,7 @@ class LockTimeout(Exception):
     """Somebody else holds the lock and did not let go in time."""
 
 
-def _lock_key(name: str) -> int:
+def lock_key(name: str) -> int:
     """A stable signed 64-bit key for pg_advisory_lock, derived from the lock's name."""
     return int.from_bytes(hashlib.sha256(f"sup:{name}".encode()).digest()[:8], "big", signed=True)
 
@@ -36,7 +36,7 @@ def exclusive(engine: Engine, name: str, timeout: float = 0.0, poll: float = 0.2
     """Hold lock `name` for the block; wait up to `timeout` seconds, then raise LockTimeout."""
     deadline = time.monotonic() + timeout
     if engine.dialect.name == "postgresql":
-        key = _lock_key(name)
+        key = lock_key(name)
         with engine.connect() as connection:
             while not connection.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": key}).scalar():
                 if time.monotonic() >= deadline:

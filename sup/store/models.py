@@ -23,6 +23,7 @@ from sqlalchemy import (
     Text,
     TypeDecorator,
     UniqueConstraint,
+    true,
 )
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Dialect
@@ -91,6 +92,8 @@ class User(TimestampMixin, Base):
     login_shell: Mapped[str] = mapped_column(String(256))
     home_directory: Mapped[str] = mapped_column(String(1024))
     active: Mapped[bool] = mapped_column(Boolean, default=True)
+    # When the user was last deactivated (None while active): the lifecycle's grace period runs from it.
+    suspended_at: Mapped[datetime | None] = mapped_column(index=True)
     external_id: Mapped[str | None] = mapped_column(String(256))
     source: Mapped[str] = mapped_column(String(64), default="api")
     # The account Slurm jobs are charged to by default, by name (names of Slurm accounts never
@@ -267,6 +270,9 @@ class TargetStatus(Base):
     username: Mapped[str] = mapped_column(String(32), primary_key=True)
     target: Mapped[str] = mapped_column(String(16), primary_key=True)
     state: Mapped[str] = mapped_column(String(16), default="pending")
+    # Whether the last pass that reached this user left them active (unlocked) on the target: what the
+    # mass-change guard compares the next plan with.
+    active: Mapped[bool] = mapped_column(Boolean, default=True, server_default=true())
     last_error: Mapped[str | None] = mapped_column(Text)
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)

@@ -6,9 +6,10 @@ even if every target is down right now. Marks coalesce per object (one row per k
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Sequence
+from typing import Literal, cast
 
-from sqlalchemy import select
+from sqlalchemy import Table, bindparam, delete, func, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
@@ -28,6 +29,25 @@ def mark_dirty(session: Session, kind: MarkKind, name: str) -> None:
         set_={"generation": OutboxMark.generation + 1, "marked_at": now},
     )
     session.execute(statement)
+
+
+def depth(session: Session) -> int:
+    return session.scalar(select(func.count()).select_from(OutboxMark)) or 0
+
+
+def clear(session: Session, marks: Sequence[tuple[str, str, int]]) -> None:
+    """Delete the marks that were handled, unless something re-marked them meanwhile (a newer
+    generation): that later change is not covered by the pass that just ran."""
+    if marks:
+        table = cast(Table, OutboxMark.__table__)
+        session.connection().execute(
+            delete(table).where(
+                table.c.kind == bindparam("k"),
+                table.c.name == bindparam("n"),
+                table.c.generation == bindparam("g"),
+            ),
+            [{"k": kind, "n": name, "g": generation} for kind, name, generation in marks],
+        )
 
 
 def pending(session: Session) -> list[tuple[str, str, int]]:

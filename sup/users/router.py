@@ -5,17 +5,14 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Response
-from pydantic import BaseModel
-from sqlalchemy import select
 
 from sup.api import API_PREFIX
 from sup.api.context import IfMatch, Operator, Viewer
 from sup.api.paging import Paging
 from sup.common.concurrency import etag
 from sup.common.schemas import Page
-from sup.config import TARGETS
+from sup.reconcile.status import UserStatus, status_of
 from sup.store.lookup import require_user
-from sup.store.models import TargetStatus
 from sup.users import service
 from sup.users.schemas import UserCreate, UserOut, UserPatch
 
@@ -77,35 +74,8 @@ def delete_user(ctx: Operator, username: str, expected: IfMatch) -> Response:
     return Response(status_code=204)
 
 
-class TargetState(BaseModel):
-    target: str
-    state: str  # disabled | pending | in_sync | error
-    last_error: str | None = None
-    attempts: int = 0
-
-
-class UserStatus(BaseModel):
-    username: str
-    targets: list[TargetState]
-
-
 @router.get("/{username}/status", response_model=UserStatus, summary="Provisioning state per target")
 def user_status(ctx: Viewer, username: str) -> UserStatus:
     with ctx.transaction() as session:
         require_user(session, username)
-        rows = {
-            row.target: row
-            for row in session.scalars(select(TargetStatus).where(TargetStatus.username == username))
-        }
-    states = []
-    for target in TARGETS:
-        row = rows.get(target)
-        if not ctx.settings.target_enabled(target):
-            states.append(TargetState(target=target, state="disabled"))
-        elif row is None:
-            states.append(TargetState(target=target, state="pending"))
-        else:
-            states.append(
-                TargetState(target=target, state=row.state, last_error=row.last_error, attempts=row.attempts)
-            )
-    return UserStatus(username=username, targets=states)
+        return status_of(session, ctx.settings, username)

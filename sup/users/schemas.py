@@ -86,6 +86,9 @@ class UserOut(BaseModel):
     home_directory: str
     ssh_public_keys: list[str]
     active: bool
+    suspended_at: datetime | None = Field(
+        description="when the user was deactivated; lifecycle.delete_after_days later they are deleted"
+    )
     groups: list[str] = Field(description="ordinary groups the user is a member of (not the private group)")
     external_id: str | None
     slurm_default_account: str | None

@@ -48,6 +48,7 @@ def to_out(user: User) -> UserOut:
         home_directory=user.home_directory,
         ssh_public_keys=[key.line for key in user.ssh_keys],
         active=user.active,
+        suspended_at=user.suspended_at,
         groups=sorted(m.group.name for m in user.memberships),
         external_id=user.external_id,
         slurm_default_account=user.slurm_default_account,
@@ -220,6 +221,7 @@ def create_user(
         login_shell=shell,
         home_directory=spec.home_directory or _default_home(settings, spec.username),
         active=spec.active,
+        suspended_at=None if spec.active else utcnow(),
         external_id=spec.external_id,
         slurm_default_account=spec.slurm_default_account,
         source=source,
@@ -343,6 +345,9 @@ def update_user(
         _set_ssh_keys(session, settings, user, changes.pop("ssh_public_keys"), origin="admin")
     if "groups" in changes:
         set_user_groups(session, user, groups_by_names(session, changes.pop("groups"), "groups"), user.source)
+    if "active" in changes and changes["active"] != user.active:
+        # The lifecycle's grace period (lifecycle.delete_after_days) runs from the suspension.
+        user.suspended_at = None if changes["active"] else utcnow()
     for field, value in changes.items():
         setattr(user, field, value)
 

@@ -214,7 +214,7 @@ def test_status_reports_disabled_targets(client: TestClient, operator: dict[str,
     assert status == {
         "username": "kim",
         "targets": [
-            {"target": t, "state": "disabled", "last_error": None, "attempts": 0}
+            {"target": t, "state": "disabled", "last_error": None, "attempts": 0, "updated_at": None}
             for t in ("ldap", "slurm", "kube")
         ],
     }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -67,3 +68,36 @@ def test_same_username_raced_on_two_replicas_creates_one(two_replicas: tuple[lis
     with ThreadPoolExecutor(max_workers=10) as pool:
         statuses = sorted(pool.map(create, range(10)))
     assert statuses == [201] + [409] * 9
+
+
+def _role(server: SupServer) -> str:
+    return str(httpx.get(f"{server.url}/readyz", timeout=5).json()["reconciler"]["role"])
+
+
+@pytest.mark.postgres
+def test_one_replica_reconciles_and_a_killed_leader_hands_over(
+    postgres_template: str, new_postgres_database: Callable[[bool], str], tmp_path: Path
+) -> None:
+    env = sup_env(SUP_DATABASE_URL=new_postgres_database(True), SUP_RECONCILE__LEADER_RETRY_SECONDS="0.5")
+    first = SupServer(env, tmp_path / "first.log")
+    second: SupServer | None = None
+    try:
+        _wait_for(lambda: _role(first) == "leader")
+        second = SupServer(env, tmp_path / "second.log")
+        _wait_for(lambda: _role(second) == "standby")
+        first.process.kill()  # SIGKILL: no chance to release anything politely
+        first.process.wait()
+        _wait_for(lambda: _role(second) == "leader", timeout=15)
+    finally:
+        first.stop()
+        if second is not None:
+            second.stop()
+
+
+def _wait_for(condition: Callable[[], bool], timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.2)
+    raise AssertionError("condition not reached in time")

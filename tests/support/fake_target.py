@@ -1,4 +1,4 @@
-"""An in-memory target for planner tests: a dict of usernames to uids, with switchable faults.
+"""An in-memory target for planner tests: usernames to uids (and who is locked), with switchable faults.
 
 Only for testing the planner's orchestration; every real target is tested against its real server.
 """
@@ -6,7 +6,7 @@ Only for testing the planner's orchestration; every real target is tested agains
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from sup.domain.desired import DesiredState
 from sup.targets.base import CREATE, DELETE, UPDATE, ApplyReport, Change, Failure, ObserveError
@@ -19,25 +19,31 @@ class FakeTarget:
         self, system: dict[str, int], *, fail_observe: bool = False, fail_user: str | None = None
     ) -> None:
         self.system = system
+        self.locked: set[str] = set()
         self.fail_observe = fail_observe
         self.fail_user = fail_user
         self.writes = 0
         self.closed = False
 
-    def observe(self) -> dict[str, int]:
+    def observe(self) -> tuple[dict[str, int], set[str]]:
         if self.fail_observe:
             raise ObserveError("the fake server returned a partial result")
-        return dict(self.system)
+        return dict(self.system), set(self.locked)
 
-    def diff(self, desired: DesiredState, observed: dict[str, int]) -> list[Change]:
+    def diff(self, desired: DesiredState, observed: tuple[dict[str, int], set[str]]) -> list[Change]:
+        uids, locked = observed
         changes = []
         for name, user in sorted(desired.users.items()):
-            if name not in observed:
-                changes.append(Change("ldap", CREATE, "user", name, {"uid": user.uid_number}, subject=name))
-            elif observed[name] != user.uid_number:
-                details = {"uid": {"old": observed[name], "new": user.uid_number}}
+            if name not in uids:
+                created: dict[str, Any] = {"uid": user.uid_number, "locked": not user.active}
+                changes.append(Change("ldap", CREATE, "user", name, created, subject=name))
+            elif uids[name] != user.uid_number or (name in locked) == user.active:
+                details: dict[str, Any] = {
+                    "uid": {"old": uids[name], "new": user.uid_number},
+                    "locked": {"old": name in locked, "new": not user.active},
+                }
                 changes.append(Change("ldap", UPDATE, "user", name, details, subject=name))
-        for name in sorted(set(observed) - set(desired.users)):
+        for name in sorted(set(uids) - set(desired.users)):
             changes.append(Change("ldap", DELETE, "user", name, subject=name))
         return changes
 
@@ -50,12 +56,21 @@ class FakeTarget:
             self.writes += 1
             if change.action == DELETE:
                 del self.system[change.name]
+                self.locked.discard(change.name)
             elif change.action == CREATE:
                 self.system[change.name] = change.details["uid"]
+                self._lock(change.name, change.details["locked"])
             else:
                 self.system[change.name] = change.details["uid"]["new"]
+                self._lock(change.name, change.details["locked"]["new"])
             report.applied.append(change)
         return report
+
+    def _lock(self, name: str, locked: bool) -> None:
+        if locked:
+            self.locked.add(name)
+        else:
+            self.locked.discard(name)
 
     def close(self) -> None:
         self.closed = True
