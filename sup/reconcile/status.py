@@ -77,13 +77,13 @@ class UserStatus(BaseModel):
 
 
 def status_of(session: Session, settings: Settings, username: str) -> UserStatus:
-    """Per target: disabled; pending (a change waits in the outbox, or no pass has reached the user
-    yet; the last error, if any, is kept); in_sync; or error."""
+    """Per target: disabled; pending (a change newer than the target's last verdict waits in the
+    outbox, or no pass has reached the user yet; the last error, if any, is kept); in_sync; or error."""
     rows = {
         row.target: row
         for row in session.scalars(select(TargetStatus).where(TargetStatus.username == username))
     }
-    waiting = session.get(OutboxMark, ("user", username)) is not None
+    mark = session.get(OutboxMark, ("user", username))
     states = []
     for target in TARGETS:
         row = rows.get(target)
@@ -92,7 +92,7 @@ def status_of(session: Session, settings: Settings, username: str) -> UserStatus
         elif row is None:
             states.append(TargetState(target=target, state="pending"))
         else:
-            state = "pending" if waiting else row.state
+            state = "pending" if mark is not None and mark.marked_at > row.updated_at else row.state
             states.append(
                 TargetState(
                     target=target,

@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from sup.config import Settings
 from sup.reconcile.leader import Lease
 from sup.reconcile.planner import run_pass
+from sup.reconcile.status import status_of
 from sup.reconcile.worker import Reconciler
 from sup.store.models import TargetStatus, User, utcnow
 from sup.store.outbox import pending
@@ -209,3 +210,25 @@ def test_sqlite_lease_is_one_process(store_url: str) -> None:
     finally:
         first.release()
         second.release()
+
+
+def test_status_is_pending_until_a_pass_decides(
+    worker: Reconciler, sessions: sessionmaker[Session], fake: FakeTarget
+) -> None:
+    def ldap_state() -> tuple[str, str | None]:
+        with sessions() as session:
+            target = status_of(session, worker.settings, "kim").targets[0]
+            return target.state, target.last_error
+
+    _create(sessions, worker.settings, "kim")
+    assert ldap_state() == ("pending", None)
+    fake.fail_observe = True
+    worker.tick(now=100.0)
+    assert ldap_state() == ("error", "the fake server returned a partial result")  # mark kept, error shown
+    with sessions.begin() as session:
+        update_user(session, worker.settings, ACTOR, "kim", UserPatch(display_name="Kim"))
+    assert ldap_state() == ("pending", "the fake server returned a partial result")
+    fake.fail_observe = False
+    worker.tick(now=100.6)
+    worker.tick(now=101.2)
+    assert ldap_state() == ("in_sync", None)
