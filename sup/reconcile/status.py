@@ -56,11 +56,16 @@ def record_statuses(
         row.last_error = message[:MAX_ERROR_TEXT] if message else None
         row.attempts = row.attempts + 1 if message else 0
         row.updated_at = utcnow()
-    if target_error is not None:
-        return  # nothing was removed from the target: keep the rows of users on their way out
     for username, row in rows.items():
-        if username not in errors:
-            session.delete(row)
+        message = target_error or errors.get(username)
+        if message is None:
+            session.delete(row)  # removed from the target: nothing left to report
+        elif row.state != ERROR or row.last_error != message[:MAX_ERROR_TEXT]:
+            # Still on the target (its removal failed, or the whole target did): keep the row, and
+            # its `active`, which the mass-change guard counts, until the removal goes through.
+            row.state, row.last_error = ERROR, message[:MAX_ERROR_TEXT]
+            row.attempts += 1
+            row.updated_at = utcnow()
 
 
 class TargetState(BaseModel):
