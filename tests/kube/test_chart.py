@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import re
 import tomllib
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -178,8 +177,8 @@ def apply_objects(admin: Admin, objects: list[dict[str, Any]], namespace: str) -
 
 
 @pytest.fixture
-def release_namespace(kubeapi: KubeApiServer) -> Iterator[str]:
-    yield kubeapi.new_namespace("sup-system", pod_security="restricted")
+def release_namespace(kubeapi: KubeApiServer) -> str:
+    return kubeapi.new_namespace("sup-system", pod_security="restricted")
 
 
 def test_the_rendered_chart_is_accepted_and_its_pods_meet_restricted(

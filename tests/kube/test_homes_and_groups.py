@@ -30,12 +30,18 @@ def expandable(kubeapi: KubeApiServer) -> str:
         if admin.get("/apis/storage.k8s.io/v1/storageclasses/expandable") is None:
             admin.create(
                 "/apis/storage.k8s.io/v1/storageclasses",
-                {"metadata": {"name": "expandable"}, "provisioner": "example.org/none", "allowVolumeExpansion": True},
+                {
+                    "metadata": {"name": "expandable"},
+                    "provisioner": "example.org/none",
+                    "allowVolumeExpansion": True,
+                },
             )
     return "expandable"
 
 
-def test_a_home_grows_with_the_setting_and_never_shrinks(make_site: Callable[..., Site], expandable: str) -> None:
+def test_a_home_grows_with_the_setting_and_never_shrinks(
+    make_site: Callable[..., Site], expandable: str
+) -> None:
     site = make_site(home_storage_class=expandable, home_size="10Gi")
     site.add_user("kim")
     site.converge()
@@ -73,7 +79,9 @@ def test_immutable_claim_fields_are_reported_not_changed(make_site: Callable[...
 
 
 def test_a_group_gets_a_shared_login_pod_for_its_members(make_site: Callable[..., Site]) -> None:
-    site = make_site(pod_security="baseline", group_pods=["physics", "nosuchgroup"], home_access_mode="ReadWriteMany")
+    site = make_site(
+        pod_security="baseline", group_pods=["physics", "nosuchgroup"], home_access_mode="ReadWriteMany"
+    )
     site.add_user("kim")
     site.add_user("saul")
     site.add_user("zed")
@@ -91,7 +99,12 @@ def test_a_group_gets_a_shared_login_pod_for_its_members(make_site: Callable[...
     assert pod["metadata"]["labels"]["sup/group"] == "physics"
     (container,) = pod["spec"]["containers"]
     assert {e["name"]: e["value"] for e in container["env"]}["SUP_GROUP"] == "physics"
-    assert container["securityContext"]["capabilities"]["add"] == ["SETUID", "SETGID", "SYS_CHROOT", "AUDIT_WRITE"]
+    assert container["securityContext"]["capabilities"]["add"] == [
+        "SETUID",
+        "SETGID",
+        "SYS_CHROOT",
+        "AUDIT_WRITE",
+    ]
     assert pod["spec"]["securityContext"]["fsGroup"] == 50000
     claims = sorted(v["persistentVolumeClaim"]["claimName"] for v in pod["spec"]["volumes"])
     assert claims == ["home-kim", "home-saul"]  # ReadWriteMany homes: the members' own, nobody else's
@@ -102,7 +115,9 @@ def test_a_group_gets_a_shared_login_pod_for_its_members(make_site: Callable[...
     site.converge()
     sts = site.get("workload", "group-physics")
     assert sts is not None
-    assert [v["persistentVolumeClaim"]["claimName"] for v in sts["spec"]["template"]["spec"]["volumes"]] == ["home-kim"]
+    assert [v["persistentVolumeClaim"]["claimName"] for v in sts["spec"]["template"]["spec"]["volumes"]] == [
+        "home-kim"
+    ]
 
     site.with_kube(group_pods=[])
     plan = site.plan()

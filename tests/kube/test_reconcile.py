@@ -46,7 +46,10 @@ def test_a_pass_creates_home_pod_service_and_policy_for_each_user(site: Site) ->
     (container,) = spec["containers"]
     assert container["securityContext"]["allowPrivilegeEscalation"] is False
     assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
-    assert container["resources"] == {"limits": {"cpu": "4", "memory": "8Gi"}, "requests": {"cpu": "4", "memory": "8Gi"}}
+    assert container["resources"] == {
+        "limits": {"cpu": "4", "memory": "8Gi"},
+        "requests": {"cpu": "4", "memory": "8Gi"},
+    }
     assert container["volumeMounts"] == [{"name": "home", "mountPath": "/home/kim"}]
     assert spec["volumes"] == [{"name": "home", "persistentVolumeClaim": {"claimName": "home-kim"}}]
     env = {e["name"]: e["value"] for e in container["env"]}
@@ -96,7 +99,10 @@ def test_settings_shape_the_objects(make_site: Callable[..., Site]) -> None:
     assert spec["nodeSelector"] == {"node.kubernetes.io/role": "login"}
     container = spec["containers"][0]
     assert container["image"] == "registry.example.org/login:2"
-    assert container["resources"] == {"limits": {"cpu": "2", "memory": "4Gi"}, "requests": {"cpu": "500m", "memory": "4Gi"}}
+    assert container["resources"] == {
+        "limits": {"cpu": "2", "memory": "4Gi"},
+        "requests": {"cpu": "500m", "memory": "4Gi"},
+    }
     service = site.get("service", "login-kim")
     assert service is not None and service["spec"]["type"] == "LoadBalancer"
     assert service["spec"]["externalTrafficPolicy"] == "Local"  # the client's address reaches the policy
@@ -104,7 +110,10 @@ def test_settings_shape_the_objects(make_site: Callable[..., Site]) -> None:
     policy = site.get("network_policy", "login-kim")
     assert policy is not None
     (ssh,) = policy["spec"]["ingress"]
-    assert ssh == {"from": [{"ipBlock": {"cidr": "203.0.113.0/24"}}], "ports": [{"protocol": "TCP", "port": 2222}]}
+    assert ssh == {
+        "from": [{"ipBlock": {"cidr": "203.0.113.0/24"}}],
+        "ports": [{"protocol": "TCP", "port": 2222}],
+    }
     dns, ldap, slurm, anywhere = policy["spec"]["egress"]
     assert ldap["to"] == [{"ipBlock": {"cidr": "10.1.0.10/32"}}]
     assert sorted(p["port"] for p in ldap["ports"]) == [389, 636]
@@ -113,7 +122,9 @@ def test_settings_shape_the_objects(make_site: Callable[..., Site]) -> None:
     assert dns["to"][0]["namespaceSelector"]["matchLabels"] == {"kubernetes.io/metadata.name": "kube-system"}
 
 
-def test_changed_settings_update_the_objects_and_drop_what_sup_no_longer_sets(make_site: Callable[..., Site]) -> None:
+def test_changed_settings_update_the_objects_and_drop_what_sup_no_longer_sets(
+    make_site: Callable[..., Site],
+) -> None:
     site = make_site(node_selector={"pool": "login"}, image="login:1")
     site.add_user("kim")
     site.converge()
@@ -121,7 +132,12 @@ def test_changed_settings_update_the_objects_and_drop_what_sup_no_longer_sets(ma
     site.with_kube(node_selector={}, image="login:2")
     plan = site.plan()
     (change,) = plan.changes
-    assert (change.action, change.kind, change.name, change.subject) == ("update", "workload", "login-kim", "kim")
+    assert (change.action, change.kind, change.name, change.subject) == (
+        "update",
+        "workload",
+        "login-kim",
+        "kim",
+    )
     assert change.details["spec.template.spec.containers[sshd].image"] == {"old": "login:1", "new": "login:2"}
 
     site.converge()
@@ -142,7 +158,13 @@ def test_hand_edits_and_deletions_are_repaired(site: Site) -> None:
         )
         admin.json_patch(  # somebody opens sshd to the world
             site.path("network_policy", "login-kim"),
-            [{"op": "add", "path": "/spec/ingress", "value": [{"from": [{"ipBlock": {"cidr": "0.0.0.0/0"}}]}]}],
+            [
+                {
+                    "op": "add",
+                    "path": "/spec/ingress",
+                    "value": [{"from": [{"ipBlock": {"cidr": "0.0.0.0/0"}}]}],
+                }
+            ],
             fieldManager="kubectl-edit",
         )
         admin.json_patch(  # and takes SUP's label off a Service
@@ -232,7 +254,9 @@ def test_a_home_is_deleted_only_after_the_retention(make_site: Callable[..., Sit
     site.converge()
     for name in ("home-kim", "home-saul"):
         pvc = site.get("pvc", name)
-        assert pvc is not None and pvc["metadata"]["annotations"]["sup/orphaned-since"] == "2026-01-01T12:00:00Z"
+        assert (
+            pvc is not None and pvc["metadata"]["annotations"]["sup/orphaned-since"] == "2026-01-01T12:00:00Z"
+        )
 
     site.now += datetime.timedelta(days=29, hours=23)
     assert site.plan().changes == []
@@ -293,7 +317,10 @@ def test_objects_sup_did_not_create_are_never_touched(site: Site) -> None:
     pvc = site.get("pvc", "home-kim")
     assert pvc is not None and pvc["metadata"]["resourceVersion"] == theirs["metadata"]["resourceVersion"]
     policy = site.get("network_policy", "login-zed")
-    assert policy is not None and policy["metadata"]["resourceVersion"] == labelled["metadata"]["resourceVersion"]
+    assert (
+        policy is not None
+        and policy["metadata"]["resourceVersion"] == labelled["metadata"]["resourceVersion"]
+    )
 
 
 def test_the_deletion_limit_holds_mass_deactivations(make_site: Callable[..., Site]) -> None:

@@ -4,8 +4,8 @@ The official client loads the connection (a kubeconfig, or the pod's service acc
 the cluster: token refresh, TLS, exec plugins) and sends the requests. SUP reads and writes plain JSON
 through its ApiClient rather than the generated models: a list of a thousand StatefulSets decodes in
 milliseconds as JSON and in seconds as models, and server-side apply wants the exact body SUP
-rendered. Every request is counted by (verb, resource), which the RBAC tests compare with the
-chart's Role, and warnings the API server sends back (Pod Security `warn`, deprecations) are kept.
+rendered. Every request is counted by the (verb, resource) the API server authorized it as (an apply
+that creates needs `patch` and `create`), which the RBAC tests compare with the chart's Role; warnings the API server sends back (Pod Security `warn`, deprecations) are kept.
 
 Errors: KubeApiError with the HTTP status and the API server's message (never a token or a body).
 """
@@ -135,7 +135,8 @@ class KubeClient:
 
     @property
     def writes(self) -> int:
-        return sum(n for (verb, _), n in self.requests.items() if verb in ("create", "patch", "delete"))
+        """Write requests sent (an apply is one request, whether it created the object or not)."""
+        return sum(n for (verb, _), n in self.requests.items() if verb in ("patch", "delete"))
 
     def close(self) -> None:
         self.api.close()
@@ -177,6 +178,10 @@ class KubeClient:
         if warning:
             with self._lock:
                 self.warnings.append(warning)
+        if response.status == 201 and method == "PATCH":
+            # server-side apply created the object: the API server authorized `create` too
+            with self._lock:
+                self.requests["create", resource.plural] += 1
         if response.status == 404 and ok_missing:
             return None
         if not 200 <= response.status < 300:
