@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from sup.config import Settings
 from sup.store.session import make_engine, make_sessionmaker
 from tests.kube.site import Site
+from tests.support.helm import HelmUnavailable, find_helm
 from tests.support.kubeapi import KubeApiServer, KubeApiUnavailable
 
 
@@ -28,6 +29,14 @@ def kubeapi() -> Iterator[KubeApiServer]:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def helm_binary() -> str:
+    try:
+        return find_helm()
+    except HelmUnavailable as exc:
+        pytest.skip(str(exc))
 
 
 @pytest.fixture

@@ -13,19 +13,11 @@ import pytest
 import yaml
 
 from sup.config import Settings
-from tests.support.helm import CHART, HelmUnavailable, find_helm, helm, render
+from tests.support.helm import CHART, helm, render
 from tests.support.kubeapi import Admin, KubeApiServer, collection
 
 REPO = Path(__file__).resolve().parents[2]
 VERSION = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
-
-
-@pytest.fixture(scope="session")
-def helm_binary() -> str:
-    try:
-        return find_helm()
-    except HelmUnavailable as exc:
-        pytest.skip(str(exc))
 
 
 def _by_kind(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:

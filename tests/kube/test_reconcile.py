@@ -4,15 +4,17 @@ nothing, settings changes, deactivation, and what SUP does with objects it did n
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from tests.kube.site import Site
 from tests.support.keys import ed25519_key
 
 
-def _pod(site: Site, workload: str) -> dict:
+def _pod(site: Site, workload: str) -> dict[str, Any]:
     sts = site.get("workload", workload)
     assert sts is not None, f"StatefulSet {workload} is missing"
-    return sts["spec"]["template"]
+    template: dict[str, Any] = sts["spec"]["template"]
+    return template
 
 
 def test_a_pass_creates_home_pod_service_and_policy_for_each_user(site: Site) -> None:

@@ -4,8 +4,9 @@ The official client loads the connection (a kubeconfig, or the pod's service acc
 the cluster: token refresh, TLS, exec plugins) and sends the requests. SUP reads and writes plain JSON
 through its ApiClient rather than the generated models: a list of a thousand StatefulSets decodes in
 milliseconds as JSON and in seconds as models, and server-side apply wants the exact body SUP
-rendered. Every request is counted by the (verb, resource) the API server authorized it as (an apply
-that creates needs `patch` and `create`), which the RBAC tests compare with the chart's Role; warnings the API server sends back (Pod Security `warn`, deprecations) are kept.
+rendered. Every request is counted by the (verb, resource) the API server authorized it as (an
+apply that creates needs `patch` and `create`), which the RBAC tests compare with the chart's Role;
+warnings the API server sends back (Pod Security `warn`, deprecations) are kept.
 
 Errors: KubeApiError with the HTTP status and the API server's message (never a token or a body).
 """
