@@ -171,3 +171,15 @@ def test_the_plan_is_the_same_for_the_same_input() -> None:
     assert diff(desired, Observed()) == diff(desired, Observed())
     later = NOW + datetime.timedelta(days=1)
     assert diff(desired, Observed(), now=later) == diff(desired, Observed())
+
+
+def test_a_group_pod_never_mounts_a_claim_that_is_not_sups() -> None:
+    desired = state(user("kim"), user("saul", 10001), groups=(group("physics", 50000, "kim", "saul"),))
+    theirs = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "home-kim"}}
+    observed = Observed({}, {("pvc", "home-kim"): served(theirs, manager="kubectl")})
+    kube = settings(group_pods=["physics"], home_access_mode="ReadWriteMany")
+    changes = diff(desired, observed, kube)
+    reports = {(c.kind, c.name): c for c in changes if c.action == "report"}
+    assert set(reports) == {("pvc", "home-kim"), ("workload", "login-kim"), ("workload", "group-physics")}
+    assert "PersistentVolumeClaim home-kim" in reports["workload", "group-physics"].details["error"]
+    assert ("create", "workload", "login-saul") in brief(changes)

@@ -2,8 +2,8 @@
 
 Phases, each finished before the next starts:
 1. home claims and NetworkPolicies (created or updated), and the orphan marks of claims;
-2. Services and workloads; a user's workload is not created when their claim or NetworkPolicy failed
-   in phase 1, so no login pod ever runs without its policy (that change fails, for that user);
+2. Services and workloads; a workload is not created when its NetworkPolicy or a claim it mounts
+   failed in phase 1, so no login pod ever runs without its policy (that change fails, for its user);
 3. deletes: workloads first, then Services and NetworkPolicies, then claims past their retention.
 Creates are applied without `force`: should an object of that name appear between observe and apply,
 a conflicting field makes the API server refuse rather than SUP take it over. Updates are forced:
@@ -22,7 +22,7 @@ from typing import Any
 from sup.targets.base import CREATE, DELETE, REPORT, UPDATE, ApplyReport, Change, Failure
 from sup.targets.kube import names
 from sup.targets.kube.client import KubeApiError, KubeClient
-from sup.targets.kube.model import API_KIND, NETWORK_POLICY, PVC, SERVICE, WORKLOAD
+from sup.targets.kube.model import API_KIND, NETWORK_POLICY, PVC, SERVICE, WORKLOAD, needs
 
 
 def retention_manager(field_manager: str) -> str:
@@ -109,7 +109,11 @@ def apply_changes(
     for change in writes:
         if change.kind not in (SERVICE, WORKLOAD):
             continue
-        missing = [need for need in _needs(change) if need in failed]
+        missing = [
+            need
+            for need in needs(change.kind, change.name, change.details.get("manifest") or {})
+            if need in failed
+        ]
         if missing and change.kind == WORKLOAD and change.action == CREATE:
             what = " and ".join(f"{API_KIND[kind]} {name}" for kind, name in missing)
             run.report.failed.append(Failure(change, f"not created: writing {what} failed"))
@@ -121,11 +125,3 @@ def apply_changes(
     for kinds in ((WORKLOAD,), (SERVICE, NETWORK_POLICY), (PVC,)):
         run.execute([c for c in deletes if c.kind in kinds])
     return run.report
-
-
-def _needs(workload: Change) -> list[tuple[str, str]]:
-    """What a login workload must not run without: its NetworkPolicy, and a user's home claim."""
-    needs = [(NETWORK_POLICY, workload.name)]
-    if workload.subject is not None:
-        needs.append((PVC, names.Owner("user", workload.subject).home))
-    return needs

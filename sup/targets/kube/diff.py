@@ -39,6 +39,7 @@ from sup.targets.kube.model import (
     Observed,
     ObservedObject,
     Wanted,
+    needs,
 )
 from sup.targets.kube.render import Renderer
 from sup.targets.kube.values import InvalidValue, parse_quantity, parse_retention
@@ -131,7 +132,7 @@ def _blocked(
     wanted: Mapping[tuple[str, str], Wanted], observed: Observed, namespace: str, changes: list[Change]
 ) -> set[tuple[str, str]]:
     """Wanted objects whose name an object SUP did not create holds, and the workloads that need
-    them (a pod never runs without its home claim and its NetworkPolicy)."""
+    them (a pod never runs without its NetworkPolicy, nor mounts a claim that is not SUP's)."""
     blocked: set[tuple[str, str]] = set()
     for key, item in wanted.items():
         if key in observed.foreign and key not in observed.objects:
@@ -144,10 +145,7 @@ def _blocked(
     for key, item in wanted.items():
         if item.kind != WORKLOAD or key in blocked:
             continue
-        needs = [(NETWORK_POLICY, item.owner.login)]
-        if item.owner.kind == "user":
-            needs.append((PVC, item.owner.home))
-        missing = [n for n in needs if n in blocked]
+        missing = [n for n in needs(item.kind, item.name, item.manifest) if n in blocked]
         if missing:
             blocked.add(key)
             what = " and ".join(_describe(kind, name) for kind, name in missing)

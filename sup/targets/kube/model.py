@@ -41,6 +41,15 @@ class Wanted:
         return self.owner.name if self.owner.kind == "user" else None
 
 
+def needs(kind: str, name: str, manifest: Manifest) -> list[tuple[str, str]]:
+    """What a login workload must not run without: its NetworkPolicy, and every claim it mounts."""
+    if kind != WORKLOAD:
+        return []
+    volumes = manifest.get("spec", {}).get("template", {}).get("spec", {}).get("volumes") or []
+    claims = [v["persistentVolumeClaim"]["claimName"] for v in volumes if "persistentVolumeClaim" in v]
+    return [(NETWORK_POLICY, name), *((PVC, claim) for claim in claims)]
+
+
 @dataclass(frozen=True)
 class ObservedObject:
     """An object as the API server holds it: the whole body for SUP's, metadata only for others."""
