@@ -3,11 +3,13 @@ template stops the target with a message naming it, before anything is read or w
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from sup.config import Settings
 from sup.targets.base import TargetError
@@ -26,19 +28,57 @@ def test_values_are_data_never_yaml() -> None:
 
 
 def test_an_operator_template_replaces_the_shipped_one(tmp_path: Path) -> None:
-    shipped = (shipped_templates() / "service.yaml.j2").read_text()
     (tmp_path / "service.yaml.j2").write_text(
-        shipped.replace("metadata:\n", "metadata:\n  labels: {team: hpc}\n  annotations: {note: mine}\n", 1)
+        """# an operator's own, in YAML
+apiVersion: v1
+kind: Service
+metadata:
+  name: {{ names.login | tojson }}
+  labels: {team: hpc}
+  annotations: {note: mine}
+spec:
+  type: NodePort
+  selector: {{ pod_labels | tojson }}
+  ports:
+    - {name: ssh, port: 22, targetPort: {{ settings.ssh_port }}, protocol: TCP, nodePort: 30022}
+"""
     )
     renderer = Renderer(settings(templates_dir=str(tmp_path)))
     service = next(w for w in renderer.user_login(user("kim")) if w.kind == "service").manifest
     assert service["metadata"]["annotations"]["note"] == "mine"
+    assert service["spec"]["ports"][0] == {
+        "name": "ssh",
+        "port": 22,
+        "targetPort": 2222,
+        "protocol": "TCP",
+        "nodePort": 30022,
+    }
     # SUP's own labels are set whatever the template says
     assert service["metadata"]["labels"] == {
         "team": "hpc", "app.kubernetes.io/managed-by": "sup", "app.kubernetes.io/component": "login",
         "sup/user": "kim",
     }  # fmt: skip
     assert Renderer(settings(templates_dir=str(tmp_path))).home(user("kim")).name == "home-kim"  # shipped
+
+
+def test_the_shipped_templates_are_json_and_yaml_alike() -> None:
+    renderer = Renderer(
+        settings(ssh_sources=["203.0.113.0/24"], ldap_cidrs=["10.0.0.0/8"], egress_cidrs=["0.0.0.0/0"])
+    )
+    kim = user("kim")
+    for template in sorted(shipped_templates().glob("*.yaml.j2")):
+        context = {
+            "namespace": "n", "owner": {"kind": "user", "name": "kim", "key": "kim"},
+            "names": {"home": "home-kim", "login": "login-kim", "key": "kim"}, "pod_labels": {"a": "b"},
+            "settings": renderer.values, "network": renderer.network,
+            "user": {"username": "kim", "uid_number": 1, "gid_number": 1, "home_directory": "/h",
+                     "login_shell": "/s"},
+            "group": {"name": "g", "gid_number": 5},
+            "members": [{"home_directory": "/h", "claim": "home-kim"}],
+        }  # fmt: skip
+        text = renderer.environment.get_template(template.name).render(context)
+        assert json.loads(text) == yaml.safe_load(text), template.name
+    assert renderer.home(kim).manifest["spec"]["resources"]["requests"]["storage"] == "10Gi"
 
 
 @pytest.mark.parametrize(

@@ -2,15 +2,17 @@
 
 Templates live in templates/kube/ (or sup/_templates/kube/ in an installed wheel); a file of the same
 name in `kube.templates_dir` replaces the shipped one. Every value a template interpolates goes
-through `tojson`, so no name, path or setting can change the YAML's structure. After rendering, SUP
-sets what it relies on, whatever the template says: the name, the labels that observe selects on,
-the annotation naming the owner, and for login workloads the selector and pod labels that the
-Service and NetworkPolicy select. A template that fails, does not parse, or renders another kind is
+through `tojson`, so no name, path or setting can change the document's structure. The shipped
+templates are JSON (also valid YAML) because it parses ten times faster; overrides may be any YAML.
+After rendering, SUP sets what it relies on, whatever the template says: the name, the labels that
+observe selects on, the annotation naming the owner, and for login workloads the selector and pod
+labels that the Service and NetworkPolicy select. A template that fails, does not parse, or renders another kind is
 a TemplateError naming the file: the pass stops for this target and nothing is written.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -122,7 +124,7 @@ class Renderer:
             )
             raise TemplateError(f"template {where}: {exc}") from None
         try:
-            manifest = yaml.load(text, Loader=_Loader)  # noqa: S506 - a safe loader
+            manifest = _parse(text)
         except yaml.YAMLError as exc:
             raise TemplateError(
                 f"template {template} did not render valid YAML for {owner.name}: {exc}"
@@ -136,6 +138,15 @@ class Renderer:
         manifest = _prune(manifest)
         _own(manifest, kind, owner, component, self.namespace)
         return Wanted(kind, owner, manifest)
+
+
+def _parse(text: str) -> Any:
+    """The shipped templates render JSON (which is YAML too): json parses it ~10x faster than YAML,
+    which matters for a thousand users a pass. Anything else (an operator's YAML) goes to YAML."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return yaml.load(text, Loader=_Loader)  # noqa: S506 - a safe loader
 
 
 def _user_context(user: DesiredUser) -> dict[str, Any]:
