@@ -6,8 +6,9 @@ through `tojson`, so no name, path or setting can change the document's structur
 templates are JSON (also valid YAML) because it parses ten times faster; overrides may be any YAML.
 After rendering, SUP sets what it relies on, whatever the template says: the name, the labels that
 observe selects on, the annotation naming the owner, and for login workloads the selector and pod
-labels that the Service and NetworkPolicy select. A template that fails, does not parse, or renders another kind is
-a TemplateError naming the file: the pass stops for this target and nothing is written.
+labels that the Service and NetworkPolicy select. A template that fails, does not parse, or renders
+another kind is a TemplateError naming the file: the pass stops for this target and nothing is
+written.
 """
 
 from __future__ import annotations
