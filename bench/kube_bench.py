@@ -65,7 +65,7 @@ def one_pass(settings: Settings, desired: DesiredState, *, apply: bool) -> dict[
         return {
             "changes": len(changes),
             "failed": len(report.failed) if report else 0,
-            "requests": sum(target.client.requests.values()),
+            "requests": target.client.sent,
             "writes": target.client.writes,
             "warnings": len(target.client.warnings),
         }

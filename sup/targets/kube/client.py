@@ -130,7 +130,8 @@ class KubeClient:
         self.timeout = float(settings.timeout_seconds)
         self.page_size = settings.page_size
         self.api = api if api is not None else _load(settings)
-        self.requests: Counter[tuple[str, str]] = Counter()
+        self.requests: Counter[tuple[str, str]] = Counter()  # by the verb RBAC authorized
+        self.sent = 0  # HTTP requests
         self.warnings: list[str] = []
         self._lock = threading.Lock()
 
@@ -163,6 +164,7 @@ class KubeClient:
             headers["Content-Type"] = content_type
         with self._lock:
             self.requests[verb, resource.plural] += 1
+            self.sent += 1
         try:
             serialized = self.api.param_serialize(
                 method, path, query_params=query or None, header_params=headers, body=body,
