@@ -183,3 +183,10 @@ def test_a_group_pod_never_mounts_a_claim_that_is_not_sups() -> None:
     assert set(reports) == {("pvc", "home-kim"), ("workload", "login-kim"), ("workload", "group-physics")}
     assert "PersistentVolumeClaim home-kim" in reports["workload", "group-physics"].details["error"]
     assert ("create", "workload", "login-saul") in brief(changes)
+
+
+def test_a_storage_class_set_later_is_reported_not_applied() -> None:
+    observed = applied(diff(state(user("kim")), Observed()))  # created with the cluster's default
+    changes = diff(state(user("kim")), observed, settings(home_storage_class="fast"))
+    (report,) = changes
+    assert report.action == "report" and "storageClassName is unset" in report.details["reason"]

@@ -223,15 +223,18 @@ def _claim_adjustments(item: Wanted, have: ObservedObject, changes: list[Change]
     spec = item.manifest["spec"]
     have_spec = have.body.get("spec", {})
     for field in ("storageClassName", "accessModes"):
-        if field in spec and field in have_spec and spec[field] != have_spec[field]:
+        # a field SUP does not set (the default class filled in at creation) is not SUP's to compare
+        if field in spec and spec[field] != have_spec.get(field):
+            have_value = have_spec.get(field)
             reason = (
-                f"{field} is {have_spec[field]} and cannot change on an existing claim (the settings say "
-                f"{spec[field]}); the claim keeps it"
+                f"{field} is {have_value if have_value is not None else 'unset'} and cannot change on an "
+                f"existing claim (the settings say {spec[field]}); the claim keeps it"
             )
             changes.append(Change(TARGET, REPORT, PVC, item.name, {"reason": reason}, item.subject))
-            spec[field] = have_spec[field]
-        elif field not in spec and field == "storageClassName":
-            pass  # the cluster's default class was filled in at creation: not SUP's field
+            if have_value is None:
+                del spec[field]
+            else:
+                spec[field] = have_value
     want_size, have_size = _storage(item.manifest), _storage(have.body)
     if want_size is None or have_size is None:
         return
