@@ -14,20 +14,13 @@ from string import Template
 
 from sup.config import LdapSettings
 from sup.targets.ldap.layout import Layout
+from sup.targets.templates import templates_dir
 
 _KEY = re.compile(r"^[a-z_][a-z0-9_]*$")
 
 
 class SssdConfigError(ValueError):
     """A template or option that cannot make an sssd.conf; the message says which and why."""
-
-
-def templates_dir() -> Path:
-    """templates/ of the repository, or its copy inside an installed wheel (sup/_templates)."""
-    packaged = Path(__file__).resolve().parents[2] / "_templates"
-    if packaged.is_dir():
-        return packaged
-    return Path(__file__).resolve().parents[3] / "templates"
 
 
 def default_template() -> Path:

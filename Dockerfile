@@ -1,0 +1,32 @@
+# SUP's image: `docker build -t REGISTRY/sup:0.1.0 .` (the Helm chart runs sup:<appVersion>).
+# Stage 1 builds SUP's wheel and installs it, with the exact dependency versions CI tests
+# (constraints.txt), into a virtualenv; stage 2 is the same slim Python with only that virtualenv,
+# run as an unprivileged user (uid 10001, the chart's runAsUser), with no build tools or caches.
+ARG PYTHON_IMAGE=python:3.11.11-slim-bookworm
+
+FROM ${PYTHON_IMAGE} AS build
+ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
+WORKDIR /src
+COPY pyproject.toml README.md constraints.txt ./
+COPY sup ./sup
+COPY migrations ./migrations
+COPY templates ./templates
+RUN python -m pip wheel --no-deps --wheel-dir /wheels . \
+ && python -m venv /opt/sup \
+ && /opt/sup/bin/pip install --constraint constraints.txt /wheels/sup-*.whl \
+ && /opt/sup/bin/sup --help >/dev/null
+
+FROM ${PYTHON_IMAGE}
+LABEL org.opencontainers.image.title="sup" \
+      org.opencontainers.image.description="User provisioning for Slurm-on-Kubernetes clusters" \
+      org.opencontainers.image.version="0.1.0" \
+      org.opencontainers.image.licenses="Apache-2.0"
+RUN groupadd --system --gid 10001 sup \
+ && useradd --system --uid 10001 --gid 10001 --home-dir /var/lib/sup --create-home --shell /usr/sbin/nologin sup
+COPY --from=build /opt/sup /opt/sup
+ENV PATH=/opt/sup/bin:$PATH PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
+WORKDIR /var/lib/sup
+USER 10001:10001
+EXPOSE 8080
+ENTRYPOINT ["sup"]
+CMD ["serve", "--host", "0.0.0.0", "--port", "8080"]

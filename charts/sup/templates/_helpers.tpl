@@ -1,0 +1,73 @@
+{{- define "sup.name" -}}
+{{- .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "sup.fullname" -}}
+{{- if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "sup.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "sup.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "sup.labels" -}}
+{{ include "sup.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{- end -}}
+
+{{- define "sup.serviceAccountName" -}}
+{{- default (include "sup.fullname" .) .Values.serviceAccount.name -}}
+{{- end -}}
+
+{{- define "sup.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+
+{{/* Where the Kubernetes target keeps the per-user objects. */}}
+{{- define "sup.targetNamespace" -}}
+{{- default .Release.Namespace .Values.kube.namespace -}}
+{{- end -}}
+
+{{/* SUP_CONFIG: the chart's `config`, plus the `kube` section when the target is enabled. */}}
+{{- define "sup.config" -}}
+{{- $config := deepCopy (default dict .Values.config) -}}
+{{- if .Values.kube.enabled -}}
+{{- $kube := merge (dict "namespace" (include "sup.targetNamespace" .)) (deepCopy (default dict .Values.kube.settings)) -}}
+{{- $_ := set $config "kube" $kube -}}
+{{- end -}}
+{{- toYaml $config -}}
+{{- end -}}
+
+{{/* The database URL, from its Secret: the server and the migration Job need it. */}}
+{{- define "sup.databaseEnv" -}}
+- name: SUP_DATABASE_URL
+  valueFrom:
+    secretKeyRef:
+      name: {{ required "secrets.databaseUrl.name is required (a Secret holding SUP_DATABASE_URL)" .Values.secrets.databaseUrl.name }}
+      key: {{ .Values.secrets.databaseUrl.key }}
+{{- end -}}
+
+{{/* The targets' and sources' credentials, by reference only (the server). */}}
+{{- define "sup.secretEnv" -}}
+{{- with .Values.secrets.ldapBindPassword }}
+{{- if .name }}
+- name: SUP_LDAP__BIND_PASSWORD
+  valueFrom:
+    secretKeyRef: {name: {{ .name }}, key: {{ .key }}}
+{{- end }}
+{{- end }}
+{{- with .Values.secrets.keycloakClientSecret }}
+{{- if .name }}
+- name: SUP_KEYCLOAK__CLIENT_SECRET
+  valueFrom:
+    secretKeyRef: {name: {{ .name }}, key: {{ .key }}}
+{{- end }}
+{{- end }}
+{{- end -}}

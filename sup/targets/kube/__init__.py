@@ -1,0 +1,33 @@
+"""The Kubernetes target: per user a home volume and an isolated login pod; per group, optionally, a
+shared login pod (the official `kubernetes` client, server-side apply).
+
+target.py   KubeTarget: observe / diff / apply / close
+names.py    DNS-1123 names and SUP's labels for any POSIX user or group name
+render.py   Jinja2 templates (templates/kube/*.yaml.j2) -> manifests (pure)
+model.py    the values passed between them: wanted and observed objects
+drift.py    what differs in the fields SUP sets (pure)
+diff.py     wanted vs observed -> Changes, retention of home claims (pure)
+observe.py  label-selected lists of the namespace
+apply.py    server-side apply and deletes, in dependency order
+client.py   the narrow typed client on top of the official one
+values.py   quantities, durations, DNS names, labels, CIDRs (no client import: settings use it)
+
+KubeTarget is imported lazily, so validating settings (values.py) does not load the client.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sup.targets.kube.target import KubeTarget
+
+__all__ = ["KubeTarget"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "KubeTarget":
+        from sup.targets.kube.target import KubeTarget
+
+        return KubeTarget
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

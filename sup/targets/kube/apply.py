@@ -1,0 +1,127 @@
+"""Perform a plan: server-side apply and deletes, a few in flight at once, one result per change.
+
+Phases, each finished before the next starts:
+1. home claims and NetworkPolicies (created or updated), and the orphan marks of claims;
+2. Services and workloads; a workload is not created when its NetworkPolicy or a claim it mounts
+   failed in phase 1, so no login pod ever runs without its policy (that change fails, for its user);
+3. deletes: workloads first, then Services and NetworkPolicies, then claims past their retention.
+Creates are applied without `force`: should an object of that name appear between observe and apply,
+a conflicting field makes the API server refuse rather than SUP take it over. Updates are forced:
+they take back the fields SUP owns from whoever changed them by hand. Updates and deletes carry the
+uid SUP observed, so an object deleted and recreated meanwhile by somebody else is not touched.
+Deleting an object that is already gone succeeds. Report changes write nothing; those with an
+`error` come back as failures of their subject.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from sup.targets.base import CREATE, DELETE, REPORT, UPDATE, ApplyReport, Change, Failure
+from sup.targets.kube import names
+from sup.targets.kube.client import KubeApiError, KubeClient
+from sup.targets.kube.model import API_KIND, NETWORK_POLICY, PVC, SERVICE, WORKLOAD, needs
+
+
+def retention_manager(field_manager: str) -> str:
+    """The field manager that owns only the orphaned-since annotation of claims."""
+    return f"{field_manager}-retention"
+
+
+class _Run:
+    def __init__(self, client: KubeClient, field_manager: str, workers: int) -> None:
+        self.client = client
+        self.field_manager = field_manager
+        self.workers = workers
+        self.report = ApplyReport()
+
+    def execute(self, changes: Sequence[Change]) -> None:
+        if not changes:
+            return
+        with ThreadPoolExecutor(max_workers=min(self.workers, len(changes))) as pool:
+            outcomes = list(pool.map(self._one, changes))
+        for change, error in zip(changes, outcomes, strict=True):
+            if error is None:
+                self.report.applied.append(change)
+            else:
+                self.report.failed.append(Failure(change, error))
+
+    def _one(self, change: Change) -> str | None:
+        try:
+            _perform(self.client, self.field_manager, change)
+        except KubeApiError as exc:
+            return f"{change.action} {API_KIND[change.kind]} {change.name}: {exc}"
+        return None
+
+
+def _perform(client: KubeClient, field_manager: str, change: Change) -> None:
+    details = change.details
+    uid = str(details.get("uid") or "") or None
+    if change.action == DELETE:
+        client.delete(change.kind, change.name, uid)
+    elif "manifest" in details:
+        body: dict[str, Any] = details["manifest"]
+        if change.action == UPDATE and uid:
+            body = {**body, "metadata": {**body["metadata"], "uid": uid}}
+        client.apply(
+            change.kind, change.name, body, field_manager=field_manager, force=change.action != CREATE
+        )
+    elif "orphaned_since" in details:
+        _mark(client, retention_manager(field_manager), change.name, details["orphaned_since"], uid)
+    else:  # pragma: no cover - diff.py makes no other kind of change
+        raise KubeApiError(0, f"SUP does not know how to apply {change.action} {change.kind}")
+
+
+def _mark(client: KubeClient, manager: str, name: str, value: Any, uid: str | None) -> None:
+    """Set, or (new None) remove, the orphaned-since annotation under a field manager of its own, so
+    this never touches the claim's other fields. Removing first takes the annotation over (forced),
+    in case somebody else wrote it, and then applies it away."""
+    metadata: dict[str, Any] = {"name": name}
+    if uid:
+        metadata["uid"] = uid
+    bare = {"apiVersion": "v1", "kind": API_KIND[PVC], "metadata": metadata}
+
+    def marked(since: str) -> dict[str, Any]:
+        return {**bare, "metadata": {**metadata, "annotations": {names.ORPHANED_ANNOTATION: since}}}
+
+    if value["new"] is not None:
+        client.apply(PVC, name, marked(str(value["new"])), field_manager=manager, force=True)
+        return
+    if value["old"] is not None:
+        client.apply(PVC, name, marked(str(value["old"])), field_manager=manager, force=True)
+    client.apply(PVC, name, bare, field_manager=manager, force=True)
+
+
+def apply_changes(
+    client: KubeClient, field_manager: str, changes: Sequence[Change], workers: int
+) -> ApplyReport:
+    run = _Run(client, field_manager, workers)
+    for change in changes:
+        if change.action == REPORT and change.details.get("error"):
+            run.report.failed.append(Failure(change, str(change.details["error"])))
+
+    writes = [c for c in changes if c.action in (CREATE, UPDATE)]
+    run.execute([c for c in writes if c.kind in (PVC, NETWORK_POLICY)])
+    failed = {(f.change.kind, f.change.name) for f in run.report.failed if f.change.action != REPORT}
+    second: list[Change] = []
+    for change in writes:
+        if change.kind not in (SERVICE, WORKLOAD):
+            continue
+        missing = [
+            need
+            for need in needs(change.kind, change.name, change.details.get("manifest") or {})
+            if need in failed
+        ]
+        if missing and change.kind == WORKLOAD and change.action == CREATE:
+            what = " and ".join(f"{API_KIND[kind]} {name}" for kind, name in missing)
+            run.report.failed.append(Failure(change, f"not created: writing {what} failed"))
+        else:
+            second.append(change)
+    run.execute(second)
+
+    deletes = [c for c in changes if c.action == DELETE]
+    for kinds in ((WORKLOAD,), (SERVICE, NETWORK_POLICY), (PVC,)):
+        run.execute([c for c in deletes if c.kind in kinds])
+    return run.report

@@ -1,0 +1,331 @@
+"""Desired state vs one complete read of the namespace -> the Changes that make them equal (pure).
+
+Per active user: a home claim, and a login StatefulSet with its Service and NetworkPolicy. Per group
+in `group_pods`: a shared login StatefulSet, Service and NetworkPolicy. Then:
+- a wanted object that is missing is created; one whose name an object SUP did not create holds is
+  not (a `report` with an error, for that user; the user's workload waits for its claim and policy);
+- a wanted object that differs in a field SUP sets (drift.py), or whose applied-hash annotation is
+  not the hash of what SUP would apply now (settings or templates changed), is updated;
+- a claim is never shrunk (a larger claim keeps its size) and its immutable fields (storage class,
+  access modes) are never changed: a difference there is reported, the rest still applied. A claim
+  grows only once it is Bound (the API server refuses to resize an unbound one);
+- SUP's workloads, Services and NetworkPolicies nobody wants any more are deleted (a deactivated
+  user's, a removed group pod's); a home claim whose user is no longer active is marked with the time
+  SUP first saw that (`sup/orphaned-since`) and deleted once `pvc_retention` has passed (never with
+  `keep`); a user who comes back before that gets the same claim back, unmarked;
+- an object being deleted (deletionTimestamp set) is left alone; if it is wanted, that is reported.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from sup.config import KubeSettings
+from sup.domain.desired import DesiredState
+from sup.targets.base import CREATE, DELETE, REPORT, UPDATE, Change
+from sup.targets.kube import names
+from sup.targets.kube.drift import differences
+from sup.targets.kube.model import (
+    API_KIND,
+    NETWORK_POLICY,
+    PVC,
+    SERVICE,
+    WORKLOAD,
+    Manifest,
+    Observed,
+    ObservedObject,
+    Wanted,
+    needs,
+)
+from sup.targets.kube.render import Renderer
+from sup.targets.kube.values import InvalidValue, parse_quantity, parse_retention
+
+TARGET = "kube"
+_ACTION_ORDER = {CREATE: 0, UPDATE: 1, DELETE: 2, REPORT: 3}
+# creates and updates: the claim and the policy before the pod; deletes: the pod first
+_KIND_ORDER = {PVC: 0, NETWORK_POLICY: 1, SERVICE: 2, WORKLOAD: 3}
+_DELETE_ORDER = {WORKLOAD: 0, SERVICE: 1, NETWORK_POLICY: 2, PVC: 3}
+
+
+def plan(
+    desired: DesiredState,
+    observed: Observed,
+    renderer: Renderer,
+    settings: KubeSettings,
+    now: datetime.datetime,
+) -> list[Change]:
+    changes: list[Change] = []
+    wanted = _wanted(desired, renderer, settings, changes)
+    blocked = _blocked(wanted, observed, settings.namespace, changes)
+    for key, item in wanted.items():
+        if key in blocked:
+            continue
+        have = observed.objects.get(key)
+        if have is None:
+            changes.append(_create(item, settings.namespace))
+        elif have.terminating:
+            reason = (
+                f"{_describe(item.kind, item.name)} is being deleted; SUP creates it again once it is gone"
+            )
+            changes.append(Change(TARGET, REPORT, item.kind, item.name, {"reason": reason}, item.subject))
+        else:
+            changes.extend(_update(item, have, settings))
+    retention = parse_retention(settings.pvc_retention)
+    for key, have in observed.objects.items():
+        if key in wanted or have.terminating:
+            continue
+        if have.kind == PVC:
+            changes.extend(_retire_claim(have, retention, now, settings.namespace))
+        else:
+            changes.append(_delete(have, "not wanted: its user or group is no longer active or provisioned"))
+    return sorted(changes, key=_order)
+
+
+def _order(change: Change) -> tuple[int, int, str, str]:
+    kinds = _DELETE_ORDER if change.action == DELETE else _KIND_ORDER
+    return (_ACTION_ORDER[change.action], kinds.get(change.kind, 9), change.name, str(change.subject))
+
+
+# --- what the desired state calls for -------------------------------------------------------------
+
+
+def _wanted(
+    desired: DesiredState, renderer: Renderer, settings: KubeSettings, changes: list[Change]
+) -> dict[tuple[str, str], Wanted]:
+    items: list[Wanted] = []
+    for name in sorted(desired.users):
+        user = desired.users[name]
+        if user.active:
+            items.append(renderer.home(user))
+            items.extend(renderer.user_login(user))
+    for group_name in settings.group_pods:
+        group = desired.groups.get(group_name)
+        if group is None:
+            reason = (
+                f"group {group_name} in kube.group_pods is not a group SUP provisions; it gets no login pod"
+            )
+            changes.append(Change(TARGET, REPORT, WORKLOAD, group_name, {"reason": reason}))
+            continue
+        members = [desired.users[m] for m in sorted(group.members) if m in desired.users]
+        items.extend(renderer.group_login(group, members))
+    wanted: dict[tuple[str, str], Wanted] = {}
+    clashes: dict[tuple[str, str], list[Wanted]] = {}
+    for item in items:
+        key = (item.kind, item.name)
+        if key in wanted and wanted[key].owner != item.owner:
+            clashes.setdefault(key, [wanted[key]]).append(item)
+        wanted[key] = item
+    for key, owners in clashes.items():  # only on a hash collision: refuse rather than share
+        del wanted[key]
+        who = " and ".join(f"{o.owner.kind} {o.owner.name}" for o in owners)
+        for item in owners:
+            error = f"{who} would share the name {item.name}; SUP writes neither"
+            changes.append(Change(TARGET, REPORT, item.kind, item.name, {"error": error}, item.subject))
+    return wanted
+
+
+def _blocked(
+    wanted: Mapping[tuple[str, str], Wanted], observed: Observed, namespace: str, changes: list[Change]
+) -> set[tuple[str, str]]:
+    """Wanted objects whose name an object SUP did not create holds, and the workloads that need
+    them (a pod never runs without its NetworkPolicy, nor mounts a claim that is not SUP's)."""
+    blocked: set[tuple[str, str]] = set()
+    for key, item in wanted.items():
+        if key in observed.foreign and key not in observed.objects:
+            blocked.add(key)
+            error = (
+                f"{_describe(item.kind, item.name)} already exists in namespace {namespace} and SUP did "
+                "not create it; SUP leaves it alone and does not create its own"
+            )
+            changes.append(Change(TARGET, REPORT, item.kind, item.name, {"error": error}, item.subject))
+    for key, item in wanted.items():
+        if item.kind != WORKLOAD or key in blocked:
+            continue
+        missing = [n for n in needs(item.kind, item.name, item.manifest) if n in blocked]
+        if missing:
+            blocked.add(key)
+            what = " and ".join(_describe(kind, name) for kind, name in missing)
+            error = f"not created: {what} cannot be written (see above)"
+            changes.append(Change(TARGET, REPORT, item.kind, item.name, {"error": error}, item.subject))
+    return blocked
+
+
+# --- creates and updates ---------------------------------------------------------------------------
+
+
+def applied_hash(manifest: Manifest) -> str:
+    """A short hash of what SUP applies (without the hash itself): it changes exactly when SUP's
+    intent does, which is how fields SUP stopped setting are noticed."""
+    body = json.loads(json.dumps(manifest))
+    body["metadata"].get("annotations", {}).pop(names.HASH_ANNOTATION, None)
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _with_hash(manifest: Manifest) -> Manifest:
+    manifest["metadata"].setdefault("annotations", {})[names.HASH_ANNOTATION] = applied_hash(manifest)
+    return manifest
+
+
+def _describe(kind: str, name: str) -> str:
+    return f"{API_KIND[kind]} {name}"
+
+
+def summary(kind: str, manifest: Manifest) -> dict[str, Any]:
+    """The few fields a person checks in a plan, by kind."""
+    spec = manifest.get("spec", {})
+    if kind == PVC:
+        return {
+            "size": spec.get("resources", {}).get("requests", {}).get("storage"),
+            "storage_class": spec.get("storageClassName"),
+            "access_modes": spec.get("accessModes"),
+        }
+    if kind == WORKLOAD:
+        pod = spec.get("template", {}).get("spec", {})
+        container = (pod.get("containers") or [{}])[0]
+        limits = container.get("resources", {}).get("limits", {})
+        security = pod.get("securityContext", {})
+        return {
+            "image": container.get("image"),
+            "cpu": limits.get("cpu"),
+            "memory": limits.get("memory"),
+            "run_as_user": security.get("runAsUser"),
+        }
+    if kind == SERVICE:
+        return {"type": spec.get("type"), "ports": [p.get("port") for p in spec.get("ports", [])]}
+    ingress = spec.get("ingress") or []
+    sources = [peer.get("ipBlock", {}).get("cidr") for rule in ingress for peer in rule.get("from", [])]
+    return {"ssh_from": sources or "nobody", "egress_rules": len(spec.get("egress") or [])}
+
+
+def _create(item: Wanted, namespace: str) -> Change:
+    manifest = _with_hash(item.manifest)
+    details: dict[str, Any] = {
+        "object": _describe(item.kind, item.name),
+        "namespace": namespace,
+        **summary(item.kind, manifest),
+        "manifest": manifest,
+    }
+    return Change(TARGET, CREATE, item.kind, item.name, details, item.subject)
+
+
+def _storage(body: Mapping[str, Any]) -> str | None:
+    value = body.get("spec", {}).get("resources", {}).get("requests", {}).get("storage")
+    return None if value is None else str(value)
+
+
+def _claim_adjustments(item: Wanted, have: ObservedObject, changes: list[Change]) -> None:
+    """Never shrink a claim, never touch its immutable fields, grow it only once it is bound."""
+    spec = item.manifest["spec"]
+    have_spec = have.body.get("spec", {})
+    for field in ("storageClassName", "accessModes"):
+        # a field SUP does not set (the default class filled in at creation) is not SUP's to compare
+        if field in spec and spec[field] != have_spec.get(field):
+            have_value = have_spec.get(field)
+            reason = (
+                f"{field} is {have_value if have_value is not None else 'unset'} and cannot change on an "
+                f"existing claim (the settings say {spec[field]}); the claim keeps it"
+            )
+            changes.append(Change(TARGET, REPORT, PVC, item.name, {"reason": reason}, item.subject))
+            if have_value is None:
+                del spec[field]
+            else:
+                spec[field] = have_value
+    want_size, have_size = _storage(item.manifest), _storage(have.body)
+    if want_size is None or have_size is None:
+        return
+    try:
+        want_bytes, have_bytes = parse_quantity(want_size), parse_quantity(have_size)
+    except InvalidValue:
+        return
+    requests = spec["resources"]["requests"]
+    if want_bytes < have_bytes:
+        requests["storage"] = have_size  # never shrink
+    elif want_bytes > have_bytes and have.body.get("status", {}).get("phase") != "Bound":
+        requests["storage"] = have_size
+        reason = f"grows from {have_size} to {want_size} once the claim is bound"
+        changes.append(Change(TARGET, REPORT, PVC, item.name, {"reason": reason}, item.subject))
+
+
+def _update(item: Wanted, have: ObservedObject, settings: KubeSettings) -> list[Change]:
+    changes: list[Change] = []
+    if item.kind == PVC:
+        _claim_adjustments(item, have, changes)
+    manifest = _with_hash(item.manifest)
+    # items of a list carry no apiVersion and kind; the name and namespace are the key already
+    found = differences({k: v for k, v in manifest.items() if k not in ("apiVersion", "kind")}, have.body)
+    hash_path = f"metadata.annotations.{names.HASH_ANNOTATION}"
+    hash_changed = found.pop(hash_path, None) is not None
+    if found or hash_changed:
+        details: dict[str, Any] = {"object": _describe(item.kind, item.name), "namespace": settings.namespace}
+        details.update(found)
+        if not found:
+            details["reason"] = "SUP's settings or templates changed: fields SUP no longer sets are removed"
+        if have.labels.get(names.MANAGED_BY) != names.MANAGER:
+            details.setdefault("reason", "SUP's labels were removed by hand")
+        details["uid"] = have.uid
+        details["manifest"] = manifest
+        changes.append(Change(TARGET, UPDATE, item.kind, item.name, details, item.subject))
+    orphaned = have.annotations.get(names.ORPHANED_ANNOTATION)
+    if item.kind == PVC and orphaned is not None:
+        details = {
+            "object": _describe(PVC, item.name),
+            "namespace": settings.namespace,
+            "orphaned_since": {"old": orphaned, "new": None},
+            "reason": f"user {item.owner.name} is active again: the claim is kept and unmarked",
+            "uid": have.uid,
+        }
+        changes.append(Change(TARGET, UPDATE, PVC, item.name, details, item.subject))
+    return changes
+
+
+# --- what nobody wants any more --------------------------------------------------------------------
+
+
+def owner_of(have: ObservedObject) -> str | None:
+    """The username of a per-user object (from SUP's annotation), else None."""
+    return have.annotations.get(names.USER_ANNOTATION)
+
+
+def _delete(have: ObservedObject, reason: str) -> Change:
+    details = {"object": f"{API_KIND[have.kind]} {have.name}", "reason": reason, "uid": have.uid}
+    return Change(TARGET, DELETE, have.kind, have.name, details, owner_of(have))
+
+
+def format_time(moment: datetime.datetime) -> str:
+    return moment.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_time(text: str) -> datetime.datetime | None:
+    try:
+        moment = datetime.datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ")
+    except ValueError:
+        return None
+    return moment.replace(tzinfo=datetime.UTC)
+
+
+def _retire_claim(
+    have: ObservedObject, retention: datetime.timedelta | None, now: datetime.datetime, namespace: str
+) -> Iterable[Change]:
+    """A home claim without an active user: mark when that was first seen; delete after retention."""
+    if retention is not None and retention.total_seconds() == 0:
+        return [_delete(have, "its user is no longer active and kube.pvc_retention is 0s")]
+    marked = have.annotations.get(names.ORPHANED_ANNOTATION)
+    since = parse_time(marked) if marked is not None else None
+    if since is None:
+        details: dict[str, Any] = {
+            "object": f"{API_KIND[PVC]} {have.name}",
+            "namespace": namespace,
+            "orphaned_since": {"old": marked, "new": format_time(now)},
+            "reason": "its user is no longer active; the claim is kept "
+            + ("for ever (pvc_retention: keep)" if retention is None else f"for {retention}"),
+            "uid": have.uid,
+        }
+        return [Change(TARGET, UPDATE, PVC, have.name, details, owner_of(have))]
+    if retention is not None and now - since >= retention:
+        return [_delete(have, f"its user has not been active since {marked}; pvc_retention is {retention}")]
+    return []

@@ -1,0 +1,106 @@
+"""The values passed between rendering, observing, diffing and applying."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from sup.targets.kube.names import Owner
+
+Manifest = dict[str, Any]
+
+# Change kinds (what `sup plan` shows) and the Kubernetes kinds behind them.
+PVC = "pvc"
+WORKLOAD = "workload"
+SERVICE = "service"
+NETWORK_POLICY = "network_policy"
+API_KIND = {
+    PVC: "PersistentVolumeClaim",
+    WORKLOAD: "StatefulSet",
+    SERVICE: "Service",
+    NETWORK_POLICY: "NetworkPolicy",
+}
+KIND_OF = {api: kind for kind, api in API_KIND.items()}
+
+
+@dataclass(frozen=True)
+class Wanted:
+    """One object the desired state calls for, rendered, with SUP's labels and annotations."""
+
+    kind: str
+    owner: Owner
+    manifest: Manifest
+
+    @property
+    def name(self) -> str:
+        return str(self.manifest["metadata"]["name"])
+
+    @property
+    def subject(self) -> str | None:
+        return self.owner.name if self.owner.kind == "user" else None
+
+
+def needs(kind: str, name: str, manifest: Manifest) -> list[tuple[str, str]]:
+    """What a login workload must not run without: its NetworkPolicy, and every claim it mounts."""
+    if kind != WORKLOAD:
+        return []
+    volumes = manifest.get("spec", {}).get("template", {}).get("spec", {}).get("volumes") or []
+    claims = [v["persistentVolumeClaim"]["claimName"] for v in volumes if "persistentVolumeClaim" in v]
+    return [(NETWORK_POLICY, name), *((PVC, claim) for claim in claims)]
+
+
+@dataclass(frozen=True)
+class ObservedObject:
+    """An object as the API server holds it: the whole body for SUP's, metadata only for others."""
+
+    kind: str
+    body: Mapping[str, Any]
+
+    @property
+    def metadata(self) -> Mapping[str, Any]:
+        meta: Mapping[str, Any] = self.body.get("metadata") or {}
+        return meta
+
+    @property
+    def name(self) -> str:
+        return str(self.metadata.get("name", ""))
+
+    @property
+    def uid(self) -> str:
+        return str(self.metadata.get("uid", ""))
+
+    @property
+    def labels(self) -> Mapping[str, str]:
+        labels: Mapping[str, str] = self.metadata.get("labels") or {}
+        return labels
+
+    @property
+    def annotations(self) -> Mapping[str, str]:
+        annotations: Mapping[str, str] = self.metadata.get("annotations") or {}
+        return annotations
+
+    @property
+    def terminating(self) -> bool:
+        return bool(self.metadata.get("deletionTimestamp"))
+
+    def applied_by(self, field_manager: str) -> bool:
+        """Did `field_manager` server-side apply this object (so SUP created it)?"""
+        return any(
+            entry.get("manager") == field_manager and entry.get("operation") == "Apply"
+            for entry in self.metadata.get("managedFields") or ()
+        )
+
+
+@dataclass(frozen=True)
+class Observed:
+    """One complete read of SUP's namespace.
+
+    `objects`: SUP's objects (labelled managed-by=sup, or server-side applied by SUP's field manager
+    and since stripped of that label by hand), by (kind, name).
+    `foreign`: every other object of those kinds, by (kind, name): SUP never writes them, and
+    refuses to create an object under a name one of them holds.
+    """
+
+    objects: Mapping[tuple[str, str], ObservedObject] = field(default_factory=dict)
+    foreign: Mapping[tuple[str, str], ObservedObject] = field(default_factory=dict)

@@ -1,0 +1,40 @@
+"""Read the namespace in bulk: for each kind, one label-selected list of SUP's objects and one
+metadata-only list of everything else (paged, each a consistent snapshot).
+
+An object is SUP's when the API server's managedFields say SUP's field manager server-side applied
+it, not merely because it carries SUP's label: an object somebody labelled by hand stays theirs.
+An object SUP applied whose label was removed by hand is found by the second list and read in full
+(a rare GET), so drift repair puts the label back. Any failed request raises ObserveError: nothing is
+planned, so nothing is deleted, on a partial read.
+"""
+
+from __future__ import annotations
+
+from sup.targets.base import ObserveError
+from sup.targets.kube import names
+from sup.targets.kube.client import KubeApiError, KubeClient
+from sup.targets.kube.model import API_KIND, Observed, ObservedObject
+
+OURS = f"{names.MANAGED_BY}={names.MANAGER}"
+OTHERS = f"{names.MANAGED_BY}!={names.MANAGER}"
+
+
+def observe(client: KubeClient, field_manager: str) -> Observed:
+    objects: dict[tuple[str, str], ObservedObject] = {}
+    foreign: dict[tuple[str, str], ObservedObject] = {}
+    try:
+        for kind in API_KIND:
+            for body in client.list(kind, OURS):
+                item = ObservedObject(kind, body)
+                (objects if item.applied_by(field_manager) else foreign)[kind, item.name] = item
+            for meta in client.list(kind, OTHERS, metadata_only=True):
+                item = ObservedObject(kind, meta)
+                if not item.applied_by(field_manager):
+                    foreign[kind, item.name] = item
+                    continue
+                full = client.get(kind, item.name)
+                if full is not None:  # deleted in between: then it is simply not there
+                    objects[kind, item.name] = ObservedObject(kind, full)
+    except KubeApiError as exc:
+        raise ObserveError(f"cannot read namespace {client.namespace}: {exc}") from None
+    return Observed(objects, foreign)

@@ -1,0 +1,222 @@
+"""Jinja2 templates -> manifests: the objects the desired state calls for (pure).
+
+Templates live in templates/kube/ (or sup/_templates/kube/ in an installed wheel); a file of the same
+name in `kube.templates_dir` replaces the shipped one. Every value a template interpolates goes
+through `tojson`, so no name, path or setting can change the document's structure. The shipped
+templates are JSON (also valid YAML) because it parses ten times faster; overrides may be any YAML.
+After rendering, SUP sets what it relies on, whatever the template says: the name, the labels that
+observe selects on, the annotation naming the owner, and for login workloads the selector and pod
+labels that the Service and NetworkPolicy select. A template that fails, does not parse, or renders
+another kind is a TemplateError naming the file: the pass stops for this target and nothing is
+written.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import yaml
+
+from sup.config import KubeSettings
+from sup.domain.desired import DesiredGroup, DesiredUser
+from sup.targets.kube import names
+from sup.targets.kube.model import NETWORK_POLICY, PVC, SERVICE, WORKLOAD, Manifest, Wanted
+from sup.targets.kube.values import inside
+from sup.targets.templates import templates_dir
+
+HOME_PVC = "home-pvc.yaml.j2"
+USER_WORKLOAD = "user-statefulset.yaml.j2"
+GROUP_WORKLOAD = "group-statefulset.yaml.j2"
+SERVICE_TEMPLATE = "service.yaml.j2"
+NETWORK_POLICY_TEMPLATE = "networkpolicy.yaml.j2"
+
+_EXPECTED = {
+    PVC: ("v1", "PersistentVolumeClaim"),
+    WORKLOAD: ("apps/v1", "StatefulSet"),
+    SERVICE: ("v1", "Service"),
+    NETWORK_POLICY: ("networking.k8s.io/v1", "NetworkPolicy"),
+}
+
+_Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: ~10x faster
+
+
+class TemplateError(Exception):
+    """A template that cannot produce a valid object; the message names the file and the reason."""
+
+
+def shipped_templates() -> Path:
+    return templates_dir() / "kube"
+
+
+class Renderer:
+    def __init__(self, settings: KubeSettings) -> None:
+        search = [str(shipped_templates())]
+        if settings.templates_dir:
+            override = Path(settings.templates_dir)
+            if not override.is_dir():
+                raise TemplateError(f"kube.templates_dir {override} is not a directory")
+            search.insert(0, str(override))
+        self.environment = jinja2.Environment(
+            loader=jinja2.FileSystemLoader(search),
+            undefined=jinja2.StrictUndefined,
+            autoescape=False,  # noqa: S701 - YAML, not HTML; values go through tojson
+            keep_trailing_newline=True,
+        )
+        self.environment.filters["pull_secret"] = lambda name: {"name": name}
+        self.settings = settings
+        self.namespace = settings.namespace
+        self.values = _template_settings(settings)
+        self.network = _network(settings)
+
+    # --- per user and per group ------------------------------------------------------------------
+
+    def home(self, user: DesiredUser) -> Wanted:
+        owner = names.Owner("user", user.username)
+        return self._render(PVC, HOME_PVC, owner, {"user": _user_context(user)}, names.HOME)
+
+    def user_login(self, user: DesiredUser) -> list[Wanted]:
+        """The login StatefulSet, its Service and NetworkPolicy (an active user's)."""
+        owner = names.Owner("user", user.username)
+        context = {"user": _user_context(user)}
+        return [
+            self._render(NETWORK_POLICY, NETWORK_POLICY_TEMPLATE, owner, context, names.LOGIN),
+            self._render(SERVICE, SERVICE_TEMPLATE, owner, context, names.LOGIN),
+            self._render(WORKLOAD, USER_WORKLOAD, owner, context, names.LOGIN),
+        ]
+
+    def group_login(self, group: DesiredGroup, members: Iterable[DesiredUser]) -> list[Wanted]:
+        owner = names.Owner("group", group.name)
+        context = {
+            "group": {"name": group.name, "gid_number": group.gid_number},
+            "members": [
+                {**_user_context(m), "claim": names.Owner("user", m.username).home}
+                for m in sorted(members, key=lambda m: m.username)
+            ],
+        }
+        return [
+            self._render(NETWORK_POLICY, NETWORK_POLICY_TEMPLATE, owner, context, names.GROUP_LOGIN),
+            self._render(SERVICE, SERVICE_TEMPLATE, owner, context, names.GROUP_LOGIN),
+            self._render(WORKLOAD, GROUP_WORKLOAD, owner, context, names.GROUP_LOGIN),
+        ]
+
+    # --- rendering ---------------------------------------------------------------------------------
+
+    def _render(
+        self, kind: str, template: str, owner: names.Owner, extra: Mapping[str, Any], component: str
+    ) -> Wanted:
+        context = {
+            "namespace": self.namespace,
+            "owner": {"kind": owner.kind, "name": owner.name, "key": owner.key},
+            "names": {"home": owner.home, "login": owner.login, "key": owner.key},
+            "pod_labels": owner.pod_labels(),
+            "settings": self.values,
+            "network": self.network,
+            **extra,
+        }
+        try:
+            text = self.environment.get_template(template).render(context)
+        except jinja2.TemplateError as exc:
+            where = (
+                f"{template}, line {exc.lineno}" if isinstance(exc, jinja2.TemplateSyntaxError) else template
+            )
+            raise TemplateError(f"template {where}: {exc}") from None
+        try:
+            manifest = _parse(text)
+        except yaml.YAMLError as exc:
+            raise TemplateError(
+                f"template {template} did not render valid YAML for {owner.name}: {exc}"
+            ) from None
+        api_version, api_kind = _EXPECTED[kind]
+        if not isinstance(manifest, dict) or (manifest.get("apiVersion"), manifest.get("kind")) != (
+            api_version,
+            api_kind,
+        ):
+            raise TemplateError(f"template {template} must render one {api_version} {api_kind}")
+        manifest = _prune(manifest)
+        _own(manifest, kind, owner, component, self.namespace)
+        return Wanted(kind, owner, manifest)
+
+
+def _parse(text: str) -> Any:
+    """The shipped templates render JSON (which is YAML too): json parses it ~10x faster than YAML,
+    which matters for a thousand users a pass. Anything else (an operator's YAML) goes to YAML."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return yaml.load(text, Loader=_Loader)  # noqa: S506 - a safe loader
+
+
+def _user_context(user: DesiredUser) -> dict[str, Any]:
+    return {
+        "username": user.username,
+        "uid_number": user.uid_number,
+        "gid_number": user.gid_number,
+        "home_directory": user.home_directory,
+        "login_shell": user.login_shell,
+    }
+
+
+def _template_settings(settings: KubeSettings) -> dict[str, Any]:
+    values = settings.model_dump(mode="json")
+    values["cpu_request"] = settings.cpu_request or settings.cpu
+    values["memory_request"] = settings.memory_request or settings.memory
+    return values
+
+
+def ip_blocks(cidrs: Iterable[str], blocked: Iterable[str]) -> list[dict[str, Any]]:
+    """NetworkPolicy ipBlocks for `cidrs`, each with the blocked networks inside it as `except`."""
+    blocked = list(blocked)
+    result: list[dict[str, Any]] = []
+    for cidr in cidrs:
+        block: dict[str, Any] = {"cidr": cidr}
+        carved = [b for b in blocked if inside(b, cidr)]
+        if carved:
+            block["except"] = carved
+        result.append(block)
+    return result
+
+
+def _network(settings: KubeSettings) -> dict[str, list[dict[str, Any]]]:
+    blocked = settings.blocked_cidrs
+    return {
+        "ssh_sources": ip_blocks(settings.ssh_sources, blocked),
+        "dns": ip_blocks(settings.dns_cidrs, blocked),
+        "ldap": ip_blocks(settings.ldap_cidrs, blocked),
+        "slurmctld": ip_blocks(settings.slurmctld_cidrs, blocked),
+        "egress": ip_blocks(settings.egress_cidrs, blocked),
+    }
+
+
+def _prune(value: Any) -> Any:
+    """Drop null values (a template's empty `key:`): applying a null would mean something else."""
+    if isinstance(value, dict):
+        return {k: _prune(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_prune(v) for v in value if v is not None]
+    return value
+
+
+def _own(manifest: Manifest, kind: str, owner: names.Owner, component: str, namespace: str) -> None:
+    """Set what SUP relies on, whatever the template said."""
+    metadata = manifest.setdefault("metadata", {})
+    if not isinstance(metadata, dict):
+        raise TemplateError(f"the {kind} template's metadata must be a mapping")
+    metadata["name"] = owner.home if kind == PVC else owner.login
+    metadata["namespace"] = namespace
+    labels = metadata.get("labels") or {}
+    labels.update({names.MANAGED_BY: names.MANAGER, names.COMPONENT_LABEL: component, owner.label: owner.key})
+    metadata["labels"] = labels
+    annotations = metadata.get("annotations") or {}
+    annotations[owner.annotation] = owner.name
+    metadata["annotations"] = annotations
+    if kind == WORKLOAD:
+        spec = manifest.setdefault("spec", {})
+        pod_labels = owner.pod_labels()
+        spec["selector"] = {"matchLabels": pod_labels}
+        template = spec.setdefault("template", {})
+        template_meta = template.setdefault("metadata", {})
+        template_meta["labels"] = {**(template_meta.get("labels") or {}), **pod_labels}

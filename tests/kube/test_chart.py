@@ -1,0 +1,194 @@
+"""SUP's Helm chart: `helm lint` and `helm template`, the settings it renders load in SUP, and the
+rendered objects are accepted by a real API server in a namespace that enforces Pod Security
+`restricted` (SUP's own pods, the server's and the migration Job's, are admitted)."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from sup.config import Settings
+from tests.support.helm import CHART, helm, render
+from tests.support.kubeapi import Admin, KubeApiServer, collection
+
+REPO = Path(__file__).resolve().parents[2]
+VERSION = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
+
+
+def _by_kind(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {o["kind"]: o for o in objects}
+
+
+def test_helm_lint_passes(helm_binary: str) -> None:
+    result = helm(helm_binary, "lint", "--strict", str(CHART))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "1 chart(s) linted, 0 chart(s) failed" in result.stdout
+
+
+def test_the_chart_renders_a_restricted_deployment_with_probes_and_secret_references(
+    helm_binary: str,
+) -> None:
+    objects = render(helm_binary, "sup-system", "secrets.ldapBindPassword.name=ldap-bind")
+    kinds = _by_kind(objects)
+    assert set(kinds) == {
+        "ServiceAccount",
+        "ConfigMap",
+        "Role",
+        "RoleBinding",
+        "Service",
+        "Deployment",
+        "Job",
+    }
+
+    deployment = kinds["Deployment"]
+    assert deployment["spec"]["replicas"] == 2
+    pod = deployment["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert container["image"] == f"sup:{VERSION}"  # the image the Dockerfile builds, tagged by version
+    assert container["args"] == ["serve", "--host", "0.0.0.0", "--port", "8080"]
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert container["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "capabilities": {"drop": ["ALL"]},
+    }
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert pod["serviceAccountName"] == kinds["ServiceAccount"]["metadata"]["name"]
+    env = {e["name"]: e for e in container["env"]}
+    assert env["SUP_DATABASE_URL"]["valueFrom"]["secretKeyRef"] == {"name": "sup-database", "key": "url"}
+    assert env["SUP_LDAP__BIND_PASSWORD"]["valueFrom"]["secretKeyRef"] == {
+        "name": "ldap-bind",
+        "key": "bind_password",
+    }
+    assert all("value" not in e for name, e in env.items() if name != "SUP_CONFIG")  # no secret inline
+
+    job = kinds["Job"]
+    assert job["metadata"]["annotations"]["helm.sh/hook"] == "pre-install,pre-upgrade"
+    (migrate,) = job["spec"]["template"]["spec"]["containers"]
+    assert migrate["args"] == ["db", "upgrade"] and [e["name"] for e in migrate["env"]] == [
+        "SUP_DATABASE_URL"
+    ]
+
+    role = kinds["Role"]
+    assert role["metadata"]["namespace"] == "sup-system"
+    binding = kinds["RoleBinding"]
+    assert binding["subjects"] == [
+        {
+            "kind": "ServiceAccount",
+            "name": kinds["ServiceAccount"]["metadata"]["name"],
+            "namespace": "sup-system",
+        }
+    ]
+
+
+def test_the_rendered_settings_load_in_sup(
+    helm_binary: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    objects = render(
+        helm_binary,
+        "sup-system",
+        "kube.namespace=research",
+        "kube.settings.pvc_retention=30d",
+        "kube.settings.group_pods={physics}",
+        "config.slurm.cluster=gpu",
+    )
+    config = _by_kind(objects)["ConfigMap"]["data"]["sup.yaml"]
+    path = tmp_path / "sup.yaml"
+    path.write_text(config)
+    monkeypatch.setenv("SUP_CONFIG", str(path))
+    settings = Settings()
+    assert settings.kube is not None and settings.kube.namespace == "research"
+    assert settings.kube.pvc_retention == "30d" and settings.kube.group_pods == ["physics"]
+    assert settings.slurm is not None and settings.slurm.cluster == "gpu"
+    assert yaml.safe_load(config)["reconcile"] == {"interval_seconds": 300}
+
+
+def test_bad_values_fail_with_a_message(helm_binary: str) -> None:
+    result = helm(helm_binary, "template", "sup", str(CHART), "--set", "secrets.databaseUrl.name=")
+    assert result.returncode != 0
+    assert "secrets.databaseUrl.name is required" in result.stderr
+
+
+def test_options_switch_parts_off(helm_binary: str) -> None:
+    objects = render(
+        helm_binary, "sup-system", "migration.enabled=false", "kube.enabled=false", "replicaCount=1"
+    )
+    kinds = _by_kind(objects)
+    assert "Job" not in kinds and "Role" not in kinds and "RoleBinding" not in kinds
+    assert kinds["Deployment"]["spec"]["template"]["spec"]["automountServiceAccountToken"] is False
+    assert "kube" not in yaml.safe_load(kinds["ConfigMap"]["data"]["sup.yaml"])
+
+
+def test_the_dockerfile_builds_the_image_the_chart_runs() -> None:
+    """The image build itself needs a container engine (not on CI); this checks they agree."""
+    dockerfile = (REPO / "Dockerfile").read_text()
+    stages = re.findall(r"^FROM\s+(\S+)(?:\s+AS\s+(\S+))?", dockerfile, re.MULTILINE | re.IGNORECASE)
+    assert len(stages) >= 2  # multi-stage
+    arguments = dict(re.findall(r"^ARG\s+(\w+)=(\S+)", dockerfile, re.MULTILINE))
+    for image, _ in stages:
+        image = re.sub(r"\$\{(\w+)\}", lambda m: arguments[m.group(1)], image)
+        # a digest, or a full version tag (python:3.11.11-slim-bookworm), never `latest` or `3`
+        assert "@sha256:" in image or re.search(r":\d+\.\d+\.\d+-", image), (
+            f"base image {image} is not pinned"
+        )
+    assert re.search(r"^USER\s+10001(:10001)?\s*$", dockerfile, re.MULTILINE)
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    assert values["podSecurityContext"]["runAsUser"] == 10001
+    assert re.search(r'^ENTRYPOINT\s+\["sup"\]', dockerfile, re.MULTILINE)
+    assert "constraints.txt" in dockerfile
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    assert chart["appVersion"] == VERSION
+    assert f'org.opencontainers.image.version="{VERSION}"' in dockerfile
+
+
+# --- on a real API server ---------------------------------------------------------------------------
+
+PLURAL = {
+    "ServiceAccount": "serviceaccounts",
+    "ConfigMap": "configmaps",
+    "Role": "roles",
+    "RoleBinding": "rolebindings",
+    "Service": "services",
+    "Deployment": "deployments",
+    "Job": "jobs",
+}
+
+
+def apply_objects(admin: Admin, objects: list[dict[str, Any]], namespace: str) -> None:
+    for item in objects:
+        target = item["metadata"].get("namespace", namespace)
+        path = collection(target, PLURAL[item["kind"]])
+        admin.apply(f"{path}/{item['metadata']['name']}", item, manager="helm-test")
+
+
+@pytest.fixture
+def release_namespace(kubeapi: KubeApiServer) -> str:
+    return kubeapi.new_namespace("sup-system", pod_security="restricted")
+
+
+def test_the_rendered_chart_is_accepted_and_its_pods_meet_restricted(
+    helm_binary: str, kubeapi: KubeApiServer, release_namespace: str
+) -> None:
+    target = kubeapi.new_namespace("research", pod_security="restricted")
+    objects = render(helm_binary, release_namespace, f"kube.namespace={target}")
+    with kubeapi.admin() as admin:
+        apply_objects(admin, objects, release_namespace)
+        assert admin.warnings == []  # Pod Security `warn` is restricted: nothing to say
+        kinds = _by_kind(objects)
+        for kind in ("Deployment", "Job"):
+            template = kinds[kind]["spec"]["template"]
+            pod = {
+                "metadata": {"name": f"{kind.lower()}-pod", "labels": template["metadata"]["labels"]},
+                "spec": {**template["spec"], "restartPolicy": "Never" if kind == "Job" else "Always"},
+            }
+            created = admin.create(collection(release_namespace, "pods"), pod)
+            assert created["metadata"]["name"] == f"{kind.lower()}-pod"  # admitted
+        role = admin.get(f"{collection(target, 'roles')}/{kinds['Role']['metadata']['name']}")
+        assert role is not None

@@ -1,0 +1,343 @@
+"""The Kubernetes target against a real kube-apiserver: what a pass writes, that the next writes
+nothing, settings changes, deactivation, and what SUP does with objects it did not create."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from tests.kube.site import Site
+from tests.support.keys import ed25519_key
+
+
+def _pod(site: Site, workload: str) -> dict[str, Any]:
+    sts = site.get("workload", workload)
+    assert sts is not None, f"StatefulSet {workload} is missing"
+    template: dict[str, Any] = sts["spec"]["template"]
+    return template
+
+
+def test_a_pass_creates_home_pod_service_and_policy_for_each_user(site: Site) -> None:
+    site.add_user("kim", ssh_public_keys=[ed25519_key("kim@laptop")])
+    site.add_user("a_b", home_directory="/home/a_b")
+    site.add_group("physics", members=["kim"])
+
+    result = site.converge()
+
+    hashed = "a-b---648fa9b31b"  # "a_b" is no DNS name: a slug and a hash of the exact name
+    assert site.names("pvc") == {"home-kim", f"home-{hashed}"}
+    for kind in ("workload", "service", "network_policy"):
+        assert site.names(kind) == {"login-kim", f"login-{hashed}"}
+    assert len(result.changes) == 8 and {c.action for c in result.changes} == {"create"}
+
+    pvc = site.get("pvc", "home-kim")
+    assert pvc is not None
+    assert pvc["spec"]["resources"]["requests"]["storage"] == "10Gi"
+    assert pvc["spec"]["accessModes"] == ["ReadWriteOnce"]
+    labels = pvc["metadata"]["labels"]
+    assert labels["app.kubernetes.io/managed-by"] == "sup" and labels["sup/user"] == "kim"
+    odd = site.get("pvc", f"home-{hashed}")
+    assert odd is not None and odd["metadata"]["annotations"]["sup/username"] == "a_b"
+
+    pod = _pod(site, "login-kim")
+    spec = pod["spec"]
+    security = spec["securityContext"]
+    assert (security["runAsUser"], security["runAsGroup"], security["fsGroup"]) == (10000, 10000, 10000)
+    assert security["runAsNonRoot"] is True and security["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert spec["automountServiceAccountToken"] is False
+    (container,) = spec["containers"]
+    assert container["securityContext"]["allowPrivilegeEscalation"] is False
+    assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+    assert container["resources"] == {
+        "limits": {"cpu": "4", "memory": "8Gi"},
+        "requests": {"cpu": "4", "memory": "8Gi"},
+    }
+    assert container["volumeMounts"] == [{"name": "home", "mountPath": "/home/kim"}]
+    assert spec["volumes"] == [{"name": "home", "persistentVolumeClaim": {"claimName": "home-kim"}}]
+    env = {e["name"]: e["value"] for e in container["env"]}
+    assert env["SUP_USER"] == "kim" and env["SUP_SSH_PORT"] == "2222"
+    assert _pod(site, f"login-{hashed}")["spec"]["securityContext"]["runAsUser"] == 10001
+
+    service = site.get("service", "login-kim")
+    assert service is not None and service["spec"]["type"] == "ClusterIP"
+    assert service["spec"]["ports"][0]["port"] == 22 and service["spec"]["ports"][0]["targetPort"] == 2222
+    assert service["spec"]["selector"] == pod["metadata"]["labels"]
+
+    policy = site.get("network_policy", "login-kim")
+    assert policy is not None
+    assert policy["spec"]["podSelector"]["matchLabels"] == pod["metadata"]["labels"]
+    assert policy["spec"]["policyTypes"] == ["Ingress", "Egress"]
+    assert policy["spec"].get("ingress", []) == []  # no ssh_sources: nobody reaches sshd
+    (dns,) = policy["spec"]["egress"]  # no LDAP, Slurm or other CIDRs configured: DNS only
+    assert {p["port"] for p in dns["ports"]} == {53}
+
+    assert site.statuses() == {"kim": ("in_sync", None), "a_b": ("in_sync", None)}
+
+
+def test_settings_shape_the_objects(make_site: Callable[..., Site]) -> None:
+    site = make_site(
+        ssh_sources=["203.0.113.0/24"],
+        ldap_cidrs=["10.1.0.10/32"],
+        slurmctld_cidrs=["10.1.0.20/32"],
+        egress_cidrs=["0.0.0.0/0"],
+        service_type="LoadBalancer",
+        node_selector={"node.kubernetes.io/role": "login"},
+        home_size="50Gi",
+        home_storage_class="fast",
+        home_access_mode="ReadWriteOncePod",
+        image="registry.example.org/login:2",
+        cpu="2",
+        memory="4Gi",
+        cpu_request="500m",
+    )
+    site.add_user("kim")
+    site.converge()
+
+    pvc = site.get("pvc", "home-kim")
+    assert pvc is not None and pvc["spec"]["storageClassName"] == "fast"
+    assert pvc["spec"]["resources"]["requests"]["storage"] == "50Gi"
+    assert pvc["spec"]["accessModes"] == ["ReadWriteOncePod"]
+    spec = _pod(site, "login-kim")["spec"]
+    assert spec["nodeSelector"] == {"node.kubernetes.io/role": "login"}
+    container = spec["containers"][0]
+    assert container["image"] == "registry.example.org/login:2"
+    assert container["resources"] == {
+        "limits": {"cpu": "2", "memory": "4Gi"},
+        "requests": {"cpu": "500m", "memory": "4Gi"},
+    }
+    service = site.get("service", "login-kim")
+    assert service is not None and service["spec"]["type"] == "LoadBalancer"
+    assert service["spec"]["externalTrafficPolicy"] == "Local"  # the client's address reaches the policy
+
+    policy = site.get("network_policy", "login-kim")
+    assert policy is not None
+    (ssh,) = policy["spec"]["ingress"]
+    assert ssh == {
+        "from": [{"ipBlock": {"cidr": "203.0.113.0/24"}}],
+        "ports": [{"protocol": "TCP", "port": 2222}],
+    }
+    dns, ldap, slurm, anywhere = policy["spec"]["egress"]
+    assert ldap["to"] == [{"ipBlock": {"cidr": "10.1.0.10/32"}}]
+    assert sorted(p["port"] for p in ldap["ports"]) == [389, 636]
+    assert slurm["ports"] == [{"protocol": "TCP", "port": 6817}]
+    assert anywhere == {"to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": ["169.254.169.254/32"]}}]}
+    assert dns["to"][0]["namespaceSelector"]["matchLabels"] == {"kubernetes.io/metadata.name": "kube-system"}
+
+
+def test_changed_settings_update_the_objects_and_drop_what_sup_no_longer_sets(
+    make_site: Callable[..., Site],
+) -> None:
+    site = make_site(node_selector={"pool": "login"}, image="login:1")
+    site.add_user("kim")
+    site.converge()
+
+    site.with_kube(node_selector={}, image="login:2")
+    plan = site.plan()
+    (change,) = plan.changes
+    assert (change.action, change.kind, change.name, change.subject) == (
+        "update",
+        "workload",
+        "login-kim",
+        "kim",
+    )
+    assert change.details["spec.template.spec.containers[sshd].image"] == {"old": "login:1", "new": "login:2"}
+
+    site.converge()
+    spec = _pod(site, "login-kim")["spec"]
+    assert spec["containers"][0]["image"] == "login:2"
+    assert "nodeSelector" not in spec  # SUP owned it, no longer sets it: removed
+
+
+def test_hand_edits_and_deletions_are_repaired(site: Site) -> None:
+    site.add_user("kim")
+    site.add_user("saul")
+    site.converge()
+    with site.admin() as admin:
+        admin.merge_patch(
+            site.path("workload", "login-kim"),
+            {"spec": {"template": {"spec": {"containers": [{"name": "sshd", "image": "evil:latest"}]}}}},
+            fieldManager="kubectl-edit",
+        )
+        admin.json_patch(  # somebody opens sshd to the world
+            site.path("network_policy", "login-kim"),
+            [
+                {
+                    "op": "add",
+                    "path": "/spec/ingress",
+                    "value": [{"from": [{"ipBlock": {"cidr": "0.0.0.0/0"}}]}],
+                }
+            ],
+            fieldManager="kubectl-edit",
+        )
+        admin.json_patch(  # and takes SUP's label off a Service
+            site.path("service", "login-saul"),
+            [{"op": "remove", "path": "/metadata/labels/app.kubernetes.io~1managed-by"}],
+        )
+        admin.delete(site.path("workload", "login-saul"))
+        admin.delete(site.path("pvc", "home-saul"))  # stays Terminating: the pvc-protection finalizer
+
+    plan = site.plan()
+    found = {(c.action, c.kind, c.name): c for c in plan.changes}
+    assert set(found) == {
+        ("update", "workload", "login-kim"),
+        ("update", "network_policy", "login-kim"),
+        ("update", "service", "login-saul"),
+        ("create", "workload", "login-saul"),
+        ("report", "pvc", "home-saul"),
+    }
+    assert found["update", "workload", "login-kim"].details["spec.template.spec.containers[sshd].image"] == {
+        "old": "evil:latest",
+        "new": "sup-login:latest",
+    }
+    assert "being deleted" in found["report", "pvc", "home-saul"].details["reason"]
+
+    result = site.reconcile()
+    assert result.ok and len(result.targets[0].applied) == 4  # the report writes nothing
+    assert _pod(site, "login-kim")["spec"]["containers"][0]["image"] == "sup-login:latest"
+    policy = site.get("network_policy", "login-kim")
+    assert policy is not None and policy["spec"].get("ingress", []) == []
+    service = site.get("service", "login-saul")
+    assert service is not None and service["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "sup"
+    assert "login-saul" in site.names("workload")
+
+    # the claim goes once its finalizer is removed (the controller-manager does that in a cluster)
+    with site.admin() as admin:
+        admin.merge_patch(site.path("pvc", "home-saul"), {"metadata": {"finalizers": None}})
+    assert "home-saul" not in site.names("pvc")
+    plan = site.plan()
+    assert [(c.action, c.kind, c.name) for c in plan.changes] == [("create", "pvc", "home-saul")]
+    site.converge()
+    assert "home-saul" in site.live_names("pvc")
+
+
+def test_deactivation_removes_the_pod_and_keeps_the_home(site: Site) -> None:
+    site.add_user("kim")
+    site.add_user("saul")
+    site.converge()
+
+    site.update_user("kim", active=False)
+    plan = site.plan()
+    assert [(c.action, c.kind, c.name) for c in plan.changes] == [
+        ("update", "pvc", "home-kim"),  # marked: orphaned since now
+        ("delete", "workload", "login-kim"),
+        ("delete", "service", "login-kim"),
+        ("delete", "network_policy", "login-kim"),
+    ]
+    assert {c.subject for c in plan.changes} == {"kim"}
+
+    site.converge()
+    for kind in ("workload", "service", "network_policy"):
+        assert site.names(kind) == {"login-saul"}
+    pvc = site.get("pvc", "home-kim")
+    assert pvc is not None and not pvc["metadata"].get("deletionTimestamp")
+    assert "sup/orphaned-since" in pvc["metadata"]["annotations"]
+    assert site.statuses()["kim"] == ("in_sync", None)
+
+    # back before any retention: the same home, unmarked, and a pod again
+    site.update_user("kim", active=True)
+    site.converge()
+    pvc_again = site.get("pvc", "home-kim")
+    assert pvc_again is not None and pvc_again["metadata"]["uid"] == pvc["metadata"]["uid"]
+    assert "sup/orphaned-since" not in pvc_again["metadata"]["annotations"]
+    assert "login-kim" in site.names("workload")
+
+
+def test_a_home_is_deleted_only_after_the_retention(make_site: Callable[..., Site]) -> None:
+    import datetime
+
+    site = make_site(pvc_retention="30d")
+    site.now = datetime.datetime(2026, 1, 1, 12, 0, tzinfo=datetime.UTC)
+    site.add_user("kim")
+    site.add_user("saul")
+    site.converge()
+
+    site.update_user("kim", active=False)
+    site.delete_user("saul")  # removed from the store altogether: the same rule
+    site.converge()
+    for name in ("home-kim", "home-saul"):
+        pvc = site.get("pvc", name)
+        assert (
+            pvc is not None and pvc["metadata"]["annotations"]["sup/orphaned-since"] == "2026-01-01T12:00:00Z"
+        )
+
+    site.now += datetime.timedelta(days=29, hours=23)
+    assert site.plan().changes == []
+
+    site.now += datetime.timedelta(hours=1)
+    plan = site.plan()
+    assert sorted((c.action, c.kind, c.name, c.subject) for c in plan.changes) == [
+        ("delete", "pvc", "home-kim", "kim"),
+        ("delete", "pvc", "home-saul", "saul"),
+    ]
+    site.reconcile()
+    assert site.live_names("pvc") == set()  # deleted (their finalizer holds them here, as in a cluster
+    assert site.plan().changes == []  # while a pod still uses them); nothing more to do
+
+
+def test_keep_never_deletes_a_home(make_site: Callable[..., Site]) -> None:
+    import datetime
+
+    site = make_site()  # pvc_retention: keep
+    site.now = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
+    site.add_user("kim")
+    site.converge()
+    site.update_user("kim", active=False)
+    site.converge()
+    site.now += datetime.timedelta(days=3650)
+    assert site.plan().changes == []
+    assert "home-kim" in site.live_names("pvc")
+
+
+def test_objects_sup_did_not_create_are_never_touched(site: Site) -> None:
+    with site.admin() as admin:
+        theirs = admin.create(
+            site.path("pvc"),
+            {"metadata": {"name": "home-kim"},
+             "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}},
+        )  # fmt: skip
+        # somebody's own policy that happens to carry SUP's label
+        labelled = admin.create(
+            site.path("network_policy"),
+            {"metadata": {"name": "login-zed", "labels": {"app.kubernetes.io/managed-by": "sup"}},
+             "spec": {"podSelector": {}}},
+        )  # fmt: skip
+    site.add_user("kim")
+    site.add_user("saul")
+
+    plan = site.plan()
+    reports = {(c.kind, c.name): c.details for c in plan.changes if c.action == "report"}
+    assert set(reports) == {("pvc", "home-kim"), ("workload", "login-kim")}
+    assert "SUP did not create it" in reports["pvc", "home-kim"]["error"]
+    assert not any(c.name == "login-zed" for c in plan.changes)
+
+    result = site.reconcile()
+    assert not result.ok  # a failed change: `sup reconcile` exits 8
+    state, error = site.statuses()["kim"]
+    assert state == "error" and error is not None and "home-kim" in error
+    assert site.statuses()["saul"] == ("in_sync", None)
+    assert "login-kim" not in site.names("workload")  # no pod without its home
+    pvc = site.get("pvc", "home-kim")
+    assert pvc is not None and pvc["metadata"]["resourceVersion"] == theirs["metadata"]["resourceVersion"]
+    policy = site.get("network_policy", "login-zed")
+    assert (
+        policy is not None
+        and policy["metadata"]["resourceVersion"] == labelled["metadata"]["resourceVersion"]
+    )
+
+
+def test_the_deletion_limit_holds_mass_deactivations(make_site: Callable[..., Site]) -> None:
+    site = make_site()
+    site.settings = site.settings.model_copy(
+        update={"reconcile": site.settings.reconcile.model_copy(update={"max_deletions": 5})}
+    )
+    for name in ("ann", "bob"):
+        site.add_user(name)
+    site.converge()
+    for name in ("ann", "bob"):
+        site.update_user(name, active=False)
+    refused = site.reconcile()
+    (target,) = refused.targets
+    assert target.state == "refused" and "more than reconcile.max_deletions=5" in (target.error or "")
+    assert site.names("workload") == {"login-ann", "login-bob"}
+    site.reconcile(force=True)
+    assert site.names("workload") == set()

@@ -1,0 +1,134 @@
+"""Templates: values cannot change the YAML's structure, operators can replace a template, and a broken
+template stops the target with a message naming it, before anything is read or written (pure)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from sup.config import Settings
+from sup.targets.base import TargetError
+from sup.targets.kube import KubeTarget
+from sup.targets.kube.model import Observed
+from sup.targets.kube.render import Renderer, TemplateError, shipped_templates
+from tests.kube.plans import settings, state, user
+
+
+def test_values_are_data_never_yaml() -> None:
+    sly = replace(user("kim"), home_directory='/home/kim"\n    hostPath: {path: /}\nx: "')
+    workload = next(w for w in Renderer(settings()).user_login(sly) if w.kind == "workload")
+    spec = workload.manifest["spec"]["template"]["spec"]
+    assert spec["containers"][0]["volumeMounts"] == [{"name": "home", "mountPath": sly.home_directory}]
+    assert [v["name"] for v in spec["volumes"]] == ["home"] and "x" not in workload.manifest
+
+
+def test_an_operator_template_replaces_the_shipped_one(tmp_path: Path) -> None:
+    (tmp_path / "service.yaml.j2").write_text(
+        """# an operator's own, in YAML
+apiVersion: v1
+kind: Service
+metadata:
+  name: {{ names.login | tojson }}
+  labels: {team: hpc}
+  annotations: {note: mine}
+spec:
+  type: NodePort
+  selector: {{ pod_labels | tojson }}
+  ports:
+    - {name: ssh, port: 22, targetPort: {{ settings.ssh_port }}, protocol: TCP, nodePort: 30022}
+"""
+    )
+    renderer = Renderer(settings(templates_dir=str(tmp_path)))
+    service = next(w for w in renderer.user_login(user("kim")) if w.kind == "service").manifest
+    assert service["metadata"]["annotations"]["note"] == "mine"
+    assert service["spec"]["ports"][0] == {
+        "name": "ssh",
+        "port": 22,
+        "targetPort": 2222,
+        "protocol": "TCP",
+        "nodePort": 30022,
+    }
+    # SUP's own labels are set whatever the template says
+    assert service["metadata"]["labels"] == {
+        "team": "hpc", "app.kubernetes.io/managed-by": "sup", "app.kubernetes.io/component": "login",
+        "sup/user": "kim",
+    }  # fmt: skip
+    assert Renderer(settings(templates_dir=str(tmp_path))).home(user("kim")).name == "home-kim"  # shipped
+
+
+def test_the_shipped_templates_are_json_and_yaml_alike() -> None:
+    renderer = Renderer(
+        settings(ssh_sources=["203.0.113.0/24"], ldap_cidrs=["10.0.0.0/8"], egress_cidrs=["0.0.0.0/0"])
+    )
+    kim = user("kim")
+    for template in sorted(shipped_templates().glob("*.yaml.j2")):
+        context = {
+            "namespace": "n", "owner": {"kind": "user", "name": "kim", "key": "kim"},
+            "names": {"home": "home-kim", "login": "login-kim", "key": "kim"}, "pod_labels": {"a": "b"},
+            "settings": renderer.values, "network": renderer.network,
+            "user": {"username": "kim", "uid_number": 1, "gid_number": 1, "home_directory": "/h",
+                     "login_shell": "/s"},
+            "group": {"name": "g", "gid_number": 5},
+            "members": [{"home_directory": "/h", "claim": "home-kim"}],
+        }  # fmt: skip
+        text = renderer.environment.get_template(template.name).render(context)
+        assert json.loads(text) == yaml.safe_load(text), template.name
+    assert renderer.home(kim).manifest["spec"]["resources"]["requests"]["storage"] == "10Gi"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("kind: Service\napiVersion: v1\nspec: {type: {{ settings.no_such_setting }}}\n", "no_such_setting"),
+        ("{% if %}", "service.yaml.j2, line 1"),
+        ("apiVersion: v1\nkind: ConfigMap\n", "must render one v1 Service"),
+        ("apiVersion: v1\nkind: Service\nspec: [\n", "did not render valid YAML"),
+    ],
+)
+def test_a_broken_template_stops_the_target_naming_it(tmp_path: Path, text: str, message: str) -> None:
+    (tmp_path / "service.yaml.j2").write_text(text)
+    target = KubeTarget(
+        Settings(kube={"namespace": "research", "templates_dir": str(tmp_path)}), client=_no_client()
+    )
+    with pytest.raises(TargetError) as info:
+        target.diff(state(user("kim")), Observed())
+    assert message in str(info.value) and "service.yaml.j2" in str(info.value)
+
+
+def test_a_missing_templates_dir_is_refused_at_open(tmp_path: Path) -> None:
+    with pytest.raises(TargetError, match="is not a directory"):
+        KubeTarget(
+            Settings(kube={"namespace": "research", "templates_dir": str(tmp_path / "nope")}),
+            client=_no_client(),
+        )
+    with pytest.raises(TemplateError):
+        Renderer(settings(templates_dir=str(tmp_path / "nope")))
+
+
+def test_no_kubeconfig_outside_a_pod_is_a_clear_error(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    with pytest.raises(TargetError, match="SUP_KUBE__KUBECONFIG"):
+        KubeTarget(Settings(kube={"namespace": "research"}))
+    with pytest.raises(TargetError, match="not a readable file"):
+        KubeTarget(Settings(kube={"namespace": "research", "kubeconfig": str(tmp_path / "missing")}))
+    broken = tmp_path / "kubeconfig"
+    broken.write_text("apiVersion: v1\nkind: Config\nclusters: []\n")
+    with pytest.raises(TargetError, match="cannot load the Kubernetes configuration"):
+        KubeTarget(Settings(kube={"namespace": "research", "kubeconfig": str(broken)}))
+
+
+def _no_client() -> Any:
+    """Stands in for the connection in tests that must fail before any request."""
+
+    class NoClient:
+        def close(self) -> None:
+            pass
+
+    return NoClient()

@@ -1,0 +1,57 @@
+"""The `kube` settings: defaults, and bad values refused with the key named (pure)."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from sup.config import Settings, load_settings
+
+
+def _kube(**values: object) -> Settings:
+    return Settings(kube={"namespace": "research", **values})
+
+
+def test_the_contract_keys_enable_the_target_with_safe_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SUP_KUBE__NAMESPACE", "research")
+    monkeypatch.setenv("SUP_KUBE__KUBECONFIG", "/etc/sup/kubeconfig")
+    monkeypatch.setenv("SUP_KUBE__SSH_SOURCES", '["203.0.113.0/24"]')
+    settings = load_settings()
+    kube = settings.kube
+    assert kube is not None and settings.target_enabled("kube")
+    assert (kube.namespace, kube.kubeconfig) == ("research", "/etc/sup/kubeconfig")
+    assert (kube.cpu, kube.memory) == ("4", "8Gi")  # login pods: 4 CPU / 8Gi
+    assert kube.pvc_retention == "keep" and kube.service_type == "ClusterIP"
+    assert kube.ssh_sources == ["203.0.113.0/24"]
+    assert "169.254.169.254/32" in kube.blocked_cidrs
+    assert kube.field_manager == "sup" and kube.ssh_port == 2222
+
+
+@pytest.mark.parametrize(
+    ("values", "field", "message"),
+    [
+        ({"namespace": "Research"}, "namespace", "lower-case"),
+        ({"home_size": "ten gigs"}, "home_size", "not a Kubernetes quantity"),
+        ({"memory": "0"}, "memory", "greater than zero"),
+        ({"pvc_retention": "a month"}, "pvc_retention", "'keep' or a duration"),
+        ({"ssh_sources": ["10.0.0.1/8"]}, "ssh_sources", "not a CIDR"),
+        ({"egress_cidrs": ["169.254.169.254/32"]}, "kube", "cannot be carved out"),
+        ({"node_selector": {"bad key!": "x"}}, "node_selector", "label key"),
+        ({"group_pods": ["Physics"]}, "group_pods", "group in group_pods"),
+        ({"ssh_port": 22}, "ssh_port", "greater than or equal to 1024"),
+        ({"service_type": "ExternalName"}, "service_type", "ClusterIP"),
+        ({"cpu": "2", "cpu_request": "3"}, "kube", "more than cpu"),
+        ({"image": "has space"}, "image", "without spaces"),
+        ({"unknown": 1}, "unknown", "Extra inputs"),
+    ],
+)
+def test_bad_values_are_refused_naming_the_key(values: dict[str, object], field: str, message: str) -> None:
+    with pytest.raises(ValidationError) as info:
+        _kube(**values)
+    errors = info.value.errors(include_input=False)
+    assert any(field in [str(p) for p in e["loc"]] and message in e["msg"] for e in errors), errors
+
+
+def test_an_allowed_cidr_around_the_metadata_address_is_fine() -> None:
+    kube = _kube(egress_cidrs=["0.0.0.0/0", "169.254.0.0/16"]).kube
+    assert kube is not None and kube.egress_cidrs == ["0.0.0.0/0", "169.254.0.0/16"]
