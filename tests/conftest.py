@@ -28,6 +28,9 @@ from sup.store.session import make_engine, make_sessionmaker
 from sup.tokens.service import Role, create_token
 from tests.support.postgres import PostgresServer, PostgresUnavailable
 
+# The real servers (slapd, slurmdbd, kube-apiserver), shared by every test directory.
+pytest_plugins = ["tests.support.servers"]
+
 # --- skipped tests fail the run where everything must run ------------------------------------------
 
 _skipped: list[str] = []

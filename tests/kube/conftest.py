@@ -4,7 +4,6 @@ tying them together with SUP's settings."""
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -13,44 +12,8 @@ import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
 from sup.config import Settings
-from sup.store.session import make_engine, make_sessionmaker
 from tests.kube.site import Site
-from tests.support.helm import HelmUnavailable, find_helm
-from tests.support.kubeapi import KubeApiServer, KubeApiUnavailable
-
-
-@pytest.fixture(scope="session")
-def kubeapi() -> Iterator[KubeApiServer]:
-    try:
-        server = KubeApiServer().start()
-    except KubeApiUnavailable as exc:
-        pytest.skip(str(exc))
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
-@pytest.fixture(scope="session")
-def helm_binary() -> str:
-    try:
-        return find_helm()
-    except HelmUnavailable as exc:
-        pytest.skip(str(exc))
-
-
-@pytest.fixture
-def store_url(tmp_path: Path, sqlite_template: Path) -> str:
-    path = tmp_path / "sup.db"
-    shutil.copy(sqlite_template, path)
-    return f"sqlite:///{path}"
-
-
-@pytest.fixture
-def store_sessions(store_url: str) -> Iterator[sessionmaker[Session]]:
-    engine = make_engine(store_url)
-    yield make_sessionmaker(engine)
-    engine.dispose()
+from tests.support.kubeapi import KubeApiServer
 
 
 @pytest.fixture

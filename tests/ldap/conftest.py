@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from sup.config import Settings
 from sup.targets.ldap.sssd_config import render
 from tests.ldap.site import Site
-from tests.support.slapd import SlapdServer, SlapdUnavailable
+from tests.support.slapd import SlapdServer
 from tests.support.sssd import SssdServer, SssdUnavailable
 
 # sssd normally caches entries for 90 minutes and "no such user" for 15 s; the tests look right
@@ -24,28 +24,6 @@ SSSD_TEST_OPTIONS = (
     f"nss:entry_negative_timeout={NEGATIVE_TIMEOUT}",
     "ldap_network_timeout=5",
 )
-
-
-def _start_slapd(schema: str) -> Iterator[SlapdServer]:
-    try:
-        server = SlapdServer(schema)
-        server.start()
-    except SlapdUnavailable as exc:
-        pytest.skip(str(exc))
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
-@pytest.fixture(scope="session")
-def slapd_rfc2307bis() -> Iterator[SlapdServer]:
-    yield from _start_slapd("rfc2307bis")
-
-
-@pytest.fixture(scope="session")
-def slapd_rfc2307() -> Iterator[SlapdServer]:
-    yield from _start_slapd("rfc2307")
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ account and user but root's."""
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,22 +14,9 @@ import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
 from sup.config import Settings
-from tests.support.slurmdbd import SlurmdbdServer, SlurmdbdUnavailable
+from tests.support.slurmdbd import SlurmdbdServer
 
 _numbers = itertools.count(1)
-
-
-@pytest.fixture(scope="session")
-def slurmdbd() -> Iterator[SlurmdbdServer]:
-    try:
-        server = SlurmdbdServer()
-    except SlurmdbdUnavailable as exc:
-        pytest.skip(str(exc))
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture
