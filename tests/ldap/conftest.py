@@ -13,17 +13,7 @@ from sup.config import Settings
 from sup.targets.ldap.sssd_config import render
 from tests.ldap.site import Site
 from tests.support.slapd import SlapdServer
-from tests.support.sssd import SssdServer, SssdUnavailable
-
-# sssd normally caches entries for 90 minutes and "no such user" for 15 s; the tests look right
-# after each write.
-NEGATIVE_TIMEOUT = 1
-SSSD_TEST_OPTIONS = (
-    "entry_cache_timeout=1",
-    "nss:memcache_timeout=0",
-    f"nss:entry_negative_timeout={NEGATIVE_TIMEOUT}",
-    "ldap_network_timeout=5",
-)
+from tests.support.sssd import NEGATIVE_TIMEOUT, SSSD_TEST_OPTIONS, SssdServer, SssdUnavailable
 
 
 @pytest.fixture

@@ -10,11 +10,10 @@ from pathlib import Path
 
 from ldap3 import MODIFY_ADD, MODIFY_DELETE, MODIFY_REPLACE
 
-from tests.ldap.conftest import SSSD_TEST_OPTIONS
 from tests.ldap.site import Site
 from tests.support.cli import run_sup
 from tests.support.slapd import SERVICE_DN, SERVICE_PASSWORD, SlapdServer
-from tests.support.sssd import SssdServer
+from tests.support.sssd import SSSD_TEST_OPTIONS, SssdServer
 
 
 def test_plan_shows_hand_made_drift_and_reconcile_repairs_it(site: Site) -> None:

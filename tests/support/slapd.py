@@ -20,6 +20,7 @@ import contextlib
 import datetime
 import ipaddress
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -239,6 +240,15 @@ refint_attributes member
         if hasattr(self, "_log"):
             self._log.close()
         shutil.rmtree(self.root, ignore_errors=True)
+
+    def pause(self) -> None:
+        """Freeze slapd (SIGSTOP): connections hang as they do to a server that is gone."""
+        assert self.process is not None
+        self.process.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGCONT)
 
     # --- helpers for tests ---------------------------------------------------------------------------
 

@@ -37,6 +37,17 @@ STATE_DIRS = (
 )
 
 
+# sssd normally caches entries for 90 minutes and "no such user" for 15 s; the tests look right
+# after each write (options for `sup sssd-config`'s renderer).
+NEGATIVE_TIMEOUT = 1
+SSSD_TEST_OPTIONS = (
+    "entry_cache_timeout=1",
+    "nss:memcache_timeout=0",
+    f"nss:entry_negative_timeout={NEGATIVE_TIMEOUT}",
+    "ldap_network_timeout=5",
+)
+
+
 class SssdUnavailable(RuntimeError):
     pass
 

@@ -1,0 +1,66 @@
+"""A fresh slice of every real server per test (base DN, Slurm cluster, namespace), a store, and the
+settings file `sup serve` reads. The store is PostgreSQL: the production configuration."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sup.store import migrate
+from tests.e2e.stack import Stack
+from tests.support.kubeapi import KubeApiServer
+from tests.support.slapd import SlapdServer
+from tests.support.slurmdbd import SlurmdbdServer
+
+_numbers = itertools.count(1)
+
+
+@pytest.fixture
+def make_stack(
+    slapd_rfc2307bis: SlapdServer,
+    slurmdbd: SlurmdbdServer,
+    kubeapi: KubeApiServer,
+    postgres_template: str,
+    new_postgres_database: Callable[[bool], str],
+    tmp_path: Path,
+) -> Iterator[Callable[..., Stack]]:
+    stacks: list[Stack] = []
+
+    def make(**reconcile: Any) -> Stack:
+        slurmdbd.reset(keep_clusters=[slurmdbd.cluster])
+        cluster = f"e{next(_numbers)}"
+        slurmdbd.sacctmgr("add", "cluster", cluster)
+        database_url = new_postgres_database(True)
+        migrate.upgrade(database_url)
+        config: dict[str, Any] = {
+            "database_url": database_url,
+            "ldap": slapd_rfc2307bis.ldap_settings(slapd_rfc2307bis.new_base("e"), timeout_seconds=3),
+            "slurm": {
+                "cluster": cluster,
+                "sacctmgr": slurmdbd.bin["sacctmgr"],
+                "lock_dir": str(tmp_path / "locks"),
+            },
+            "kube": {"namespace": kubeapi.new_namespace("e"), "kubeconfig": str(kubeapi.admin_kubeconfig)},
+            "reconcile": {
+                "interval_seconds": 3600,
+                "debounce_seconds": 0.2,
+                "poll_seconds": 0.2,
+                **reconcile,
+            },
+        }
+        stack = Stack(slapd_rfc2307bis, slurmdbd, kubeapi, config, tmp_path)
+        stacks.append(stack)
+        return stack
+
+    yield make
+    for stack in stacks:
+        stack.stop()
+
+
+@pytest.fixture
+def stack(make_stack: Callable[..., Stack]) -> Stack:
+    return make_stack()
