@@ -13,6 +13,7 @@ matched it by userName gets a clear refusal instead of a 404 that would make it 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -20,7 +21,6 @@ from typing import Any
 from scim2_models import (
     ForbiddenException,
     Group,
-    InvalidValueException,
     NotFoundException,
     NotImplementedException,
     PreconditionFailedException,
@@ -63,6 +63,7 @@ from sup.users import service as users
 from sup.users.schemas import UserCreate, UserPatch
 
 SOURCE_PREFIX = "scim:"
+log = logging.getLogger(__name__)
 
 
 def connection_source(connection: str) -> str:
@@ -307,6 +308,8 @@ class SqlStorage(ScimStorage):
                 raise InvalidInput(FieldError(attribute, "cannot be removed (every account has one)"))
             if value != current:
                 changes[attribute] = value
+        # With a private group, gidNumber is that group's gid: it moves with the group (below).
+        private_gid = changes.pop("primary_gid", None) if user.private_group is not None else None
         shell = write.login_shell or accounts.default_shell
         if shell != user.login_shell:
             changes["login_shell"] = shell
@@ -323,6 +326,14 @@ class SqlStorage(ScimStorage):
             patch = validated(UserPatch, changes)
             users.update_user(
                 self.session, self.settings, self.actor, user.username, patch, expected, key_origin="idp"
+            )
+        if private_gid is not None and user.private_group is not None:
+            groups.update_group(
+                self.session,
+                self.settings,
+                self.actor,
+                user.private_group.name,
+                validated(GroupPatch, {"gid_number": private_gid}),
             )
         after = {"userName": write.user_name, "attributes": write.extra or None}
         if after != before:
@@ -356,7 +367,7 @@ class SqlStorage(ScimStorage):
         """The POSIX group name of a displayName (`scim.group_names`); a taken name is a 409."""
         try:
             if self.settings.scim.group_names == "derive":
-                name = derive_username(display_name, self.settings.naming)
+                name = derive_username(display_name, self.settings.naming, overlong="hash")
             else:
                 name = display_name
             check_groupname(name, self.settings.reserved_names())
@@ -380,11 +391,15 @@ class SqlStorage(ScimStorage):
         found: dict[str, str] = dict(rows.tuples().all())
         missing = [i for i in ids if i not in found]
         if missing:
-            raise InvalidValueException(
-                detail=f"members: no User with id {missing[0]!r}"
-                + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else "")
+            # RFC 7644 does not make a service provider check members' existence, and IdPs send ids of
+            # users they failed to (or chose not to) provision: the others still become members.
+            log.warning(
+                "SCIM connection %s: %d member id(s) name no user and were left out: %s",
+                self.source,
+                len(missing),
+                ", ".join(repr(i) for i in missing[:10]),
             )
-        return [found[i] for i in ids]
+        return [found[i] for i in ids if i in found]
 
     def _create_group(self, resource: Group) -> Resource[Any]:
         write = group_write(resource)
