@@ -402,7 +402,6 @@ class GroupTarget(Target):
                 [Membership.group_id == Group.id],
                 {
                     "value": Operand(User.scim_id, str, case_exact=True),
-                    "display": Operand(_display(User.display_name, User.scim_user_name, User.username), str),
                     "type": Operand(literal("User", String), str),
                     "ref": Operand(literal("Users/", String) + User.scim_id, str, case_exact=True),
                 },
@@ -450,13 +449,15 @@ class SqlFilter(FilterVisitor[Condition]):
         return not_(self.visit(node.expr))
 
     def visit_present(self, node: Present) -> Condition:
-        binding = self.filter.resolve(node.attr_path)
-        assert binding is not None
+        binding = self.filter.resolve(node.attr_path, strict=False)
+        if binding is None:  # an attribute this resource type does not have (a root search): false
+            return false()
         return self.target.present(binding)
 
     def visit_comparison(self, node: Comparison) -> Condition:
-        binding = self.filter.resolve_comparison(node.attr_path)
-        assert binding is not None
+        binding = self.filter.resolve_comparison(node.attr_path, strict=False)
+        if binding is None:
+            return false()
         value = coerce_value(binding, node.value, node.op)
         special = self.target.equals(binding, node.op, value)
         if special is not None:
@@ -467,8 +468,9 @@ class SqlFilter(FilterVisitor[Condition]):
         return self._compare(self.target.singular(binding), node.op, value)
 
     def visit_value_path(self, node: ValuePath) -> Condition:
-        binding = self.filter.resolve(node.attr_path)
-        assert binding is not None
+        binding = self.filter.resolve(node.attr_path, strict=False)
+        if binding is None:
+            return false()
         inner = _ElementFilter(self, node.attr_path)
         return self._any(binding, lambda operand: inner.condition(node.val_filter, operand))
 

@@ -63,6 +63,8 @@ _USER_COLUMN_KEYS = frozenset(
 )
 _NAME_COLUMN_KEYS = ("givenName", "familyName")
 PRIMARY_EMAIL_KEY = "primaryEmail"  # the primary email's type/display/primary flag, beside the others
+ACTIVE_UNSET_KEY = "activeUnset"  # the IdP removed `active`: the user stays active, SCIM shows no value
+_INTERNAL_KEYS = (PRIMARY_EMAIL_KEY, ACTIVE_UNSET_KEY)
 
 _ETAG = re.compile(r'^(?:W/)?"?(\d{1,18})"?$')
 
@@ -103,10 +105,6 @@ def _message(error: Any) -> str:
 # --- users: store -> SCIM -------------------------------------------------------------------------
 
 
-def user_display(user: StoreUser) -> str:
-    return user.display_name or user.scim_user_name or user.username
-
-
 def group_display(group: StoreGroup) -> str:
     return group.scim_display_name or group.name
 
@@ -115,12 +113,11 @@ def user_resource(user: StoreUser) -> ScimUser:
     """The SCIM view of a stored user (memberships and keys loaded)."""
     stored: dict[str, Any] = dict(user.scim_attributes or {})
     primary_meta = stored.pop(PRIMARY_EMAIL_KEY, None) or {}
+    active_unset = stored.pop(ACTIVE_UNSET_KEY, False) and user.active
     body: dict[str, Any] = {k: v for k, v in stored.items() if k not in _USER_COLUMN_KEYS}
-    body.update(
-        id=user.scim_id,
-        userName=user.scim_user_name or user.username,
-        active=user.active,
-    )
+    body.update(id=user.scim_id, userName=user.scim_user_name or user.username)
+    if not active_unset:
+        body["active"] = user.active
     if user.external_id is not None:
         body["externalId"] = user.external_id
     if user.display_name is not None:
@@ -232,6 +229,8 @@ def user_write(resource: ScimUser) -> UserWrite:
             extra[PRIMARY_EMAIL_KEY] = chosen
     if emails:
         extra["emails"] = emails
+    if resource.active is None:
+        extra[ACTIVE_UNSET_KEY] = True
     posix: SupUser | None = resource[SupUser]
     if not resource.user_name:
         raise InvalidInput(FieldError("userName", "required"))
@@ -259,15 +258,10 @@ def group_resource(group: StoreGroup) -> Group:
     """The SCIM view of a stored group (memberships and their users loaded)."""
     members = sorted(
         (
-            {
-                "value": m.user.scim_id,
-                "display": user_display(m.user),
-                "$ref": f"{USERS_ENDPOINT}/{m.user.scim_id}",
-                "type": "User",
-            }
+            {"value": m.user.scim_id, "$ref": f"{USERS_ENDPOINT}/{m.user.scim_id}", "type": "User"}
             for m in group.memberships
         ),
-        key=lambda m: (m["display"], m["value"]),
+        key=lambda m: m["value"],
     )
     body: dict[str, Any] = {
         "schemas": [CORE_GROUP_SCHEMA],

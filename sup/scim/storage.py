@@ -21,12 +21,14 @@ from typing import Any
 from scim2_models import (
     ForbiddenException,
     Group,
+    MutabilityException,
     NotFoundException,
     NotImplementedException,
     PreconditionFailedException,
     Resource,
     ResourceType,
     ResponseParameters,
+    ScimFilter,
     SearchRequest,
     UniquenessException,
 )
@@ -41,6 +43,7 @@ from sup.errors import Conflict, FieldError, InvalidInput
 from sup.groups import service as groups
 from sup.groups.schemas import GroupCreate, GroupPatch
 from sup.scim import filters
+from sup.scim.errors import scim_attribute
 from sup.scim.mapping import (
     GROUP,
     USER,
@@ -53,6 +56,7 @@ from sup.scim.mapping import (
     user_write,
     validated,
 )
+from sup.scim.schemas import ScimUser
 from sup.store.audit import Actor, record
 from sup.store.lookup import group_by_name
 from sup.store.models import Group as StoreGroup
@@ -80,6 +84,31 @@ def _user_options() -> tuple[Any, ...]:
 
 def _group_options() -> tuple[Any, ...]:
     return (selectinload(StoreGroup.memberships).selectinload(Membership.user),)
+
+
+class _Query:
+    """The matching users or groups of one search, in order."""
+
+    def __init__(self, session: Session, is_user: bool, conditions: list[Any], order: list[Any]) -> None:
+        self.session = session
+        self.is_user = is_user
+        self.model: type[StoreUser] | type[StoreGroup] = StoreUser if is_user else StoreGroup
+        self.conditions = conditions
+        self.order = [*order, self.model.id]
+
+    def total(self) -> int:
+        query = select(func.count()).select_from(self.model).where(*self.conditions)
+        return self.session.scalar(query) or 0
+
+    def fetch(self, offset: int, limit: int | None) -> list[Resource[Any]]:
+        options = _user_options() if self.is_user else _group_options()
+        query = select(self.model).where(*self.conditions).order_by(*self.order).offset(offset)
+        if limit is not None:
+            query = query.limit(limit)
+        rows = list(self.session.scalars(query.options(*options)))
+        if self.is_user:
+            return [user_resource(row) for row in rows]  # type: ignore[arg-type]
+        return [group_resource(row) for row in rows]  # type: ignore[arg-type]
 
 
 class SqlStorage(ScimStorage):
@@ -142,23 +171,48 @@ class SqlStorage(ScimStorage):
         *,
         position: Any = None,
     ) -> SearchPage:
-        """Filter, sort and page in SQL (RFC 7644 §3.4.2); one COUNT unless the page says it all."""
-        if len(resource_types) != 1:
+        """Filter, sort and page in SQL (RFC 7644 §3.4.2); one COUNT unless the page says it all.
+
+        At the root (several types, RFC 7644 §3.4.2.1) Users come before Groups, each by creation;
+        sortBy there is not supported (501).
+        """
+        offset = (search_request.start_index or 1) - 1
+        count = search_request.count
+        if len(resource_types) == 1:
+            query = self._query(str(resource_types[0].name), search_request)
+            return self._page(query, search_request, offset, count)
+        if search_request.sort_by is not None:
             raise NotImplementedException(
-                detail="search at the root is not supported: search /Users or /Groups"
+                detail="sortBy is not supported at the root: search /Users or /Groups"
             )
-        is_user = resource_types[0].name == USER
-        model: type[StoreUser] | type[StoreGroup] = StoreUser if is_user else StoreGroup
+        total = 0
+        resources: list[Resource[Any]] = []
+        for resource_type in resource_types:
+            query = self._query(str(resource_type.name), search_request)
+            matching = query.total()
+            skip = max(0, offset - total)
+            wanted = None if count is None else max(0, count - len(resources))
+            if wanted != 0 and skip < matching:
+                resources += query.fetch(skip, wanted)
+            total += matching
+        return SearchPage(total=total, resources=resources)
+
+    def _query(self, type_name: str, search_request: SearchRequest[Any]) -> _Query:
+        is_user = type_name == USER
+        model: type[Resource[Any]] = ScimUser if is_user else Group
+        scim_filter = search_request.filter
+        if scim_filter is not None and len(scim_filter.models) > 1:  # a root search: one type at a time
+            scim_filter = ScimFilter[model](str(scim_filter))  # type: ignore[valid-type]
         target: filters.Target = (
-            filters.UserTarget(self.dialect, search_request.filter)
+            filters.UserTarget(self.dialect, scim_filter)
             if is_user
-            else filters.GroupTarget(self.dialect, search_request.filter)
+            else filters.GroupTarget(self.dialect, scim_filter)
         )
         conditions: list[ColumnElement[bool]] = []
         if not is_user:
             conditions.append(StoreGroup.private_user_id.is_(None))
-        if search_request.filter is not None:
-            conditions.append(filters.condition(search_request.filter, target))
+        if scim_filter is not None:
+            conditions.append(filters.condition(scim_filter, target))
         order: list[Any] = []
         if search_request.sort_by is not None:
             binding = search_request.sort_by.resolve()
@@ -167,23 +221,16 @@ class SqlStorage(ScimStorage):
             descending = search_request.sort_order == SearchRequest.SortOrder.descending
             # RFC 7644 §3.4.2.3: resources without the value come last ascending, first descending.
             order.append(key.desc().nulls_first() if descending else key.asc().nulls_last())
-        order.append(model.id)
-        offset = (search_request.start_index or 1) - 1
-        count = search_request.count
-        rows: list[Any] = []
-        if count != 0:
-            query = select(model).where(*conditions).order_by(*order).offset(offset)
-            if count is not None:
-                query = query.limit(count)
-            options = _user_options() if is_user else _group_options()
-            rows = list(self.session.scalars(query.options(*options)))
-        if count and offset == 0 and len(rows) < count:
-            total = len(rows)  # a first page that is not full holds every match
-        else:
-            total = self.session.scalar(select(func.count()).select_from(model).where(*conditions)) or 0
-        resources: list[Resource[Any]] = (
-            [user_resource(r) for r in rows] if is_user else [group_resource(r) for r in rows]
-        )
+        return _Query(self.session, is_user, conditions, order)
+
+    @staticmethod
+    def _page(
+        query: _Query, search_request: SearchRequest[Any], offset: int, count: int | None
+    ) -> SearchPage:
+        resources = query.fetch(offset, count) if count != 0 else []
+        # A first page that is not full holds every match: no COUNT needed.
+        first_page_says_all = bool(count) and offset == 0 and len(resources) < (count or 0)
+        total = len(resources) if first_page_says_all else query.total()
         return SearchPage(total=total, resources=resources)
 
     # --- ownership and versions ---------------------------------------------------------------------
@@ -305,7 +352,10 @@ class SqlStorage(ScimStorage):
             ("primary_gid", write.gid_number, user.primary_gid),
         ):
             if value is None:
-                raise InvalidInput(FieldError(attribute, "cannot be removed (every account has one)"))
+                raise MutabilityException(
+                    detail=f"{scim_attribute(attribute)} cannot be removed: every account has one, and "
+                    "it never changes by omission"
+                )
             if value != current:
                 changes[attribute] = value
         # With a private group, gidNumber is that group's gid: it moves with the group (below).
