@@ -438,7 +438,7 @@ class SqlStorage(ScimStorage):
         rows = self.session.execute(
             select(StoreUser.scim_id, StoreUser.username).where(StoreUser.scim_id.in_(ids))
         )
-        found: dict[str, str] = dict(rows.tuples().all())
+        found: dict[str, str] = dict(rows)
         missing = [i for i in ids if i not in found]
         if missing:
             # RFC 7644 does not make a service provider check members' existence, and IdPs send ids of
