@@ -43,7 +43,7 @@ from sup.errors import Conflict, FieldError, InvalidInput
 from sup.groups import service as groups
 from sup.groups.schemas import GroupCreate, GroupPatch
 from sup.scim import filters
-from sup.scim.errors import scim_attribute
+from sup.scim.errors import from_exception, scim_attribute
 from sup.scim.mapping import (
     GROUP,
     USER,
@@ -126,12 +126,19 @@ class SqlStorage(ScimStorage):
 
     @contextmanager
     def operation(self) -> Iterator[None]:
-        """A savepoint per bulk operation, so a failed one leaves the others (RFC 7644 §3.7)."""
-        if not self.savepoints:
-            yield
-            return
-        with self.session.begin_nested():
-            yield
+        """One SCIM operation: a savepoint per bulk operation, so a failed one leaves the others
+        (RFC 7644 §3.7); the services' errors become the SCIM errors they stand for."""
+        try:
+            if not self.savepoints:
+                yield
+                return
+            with self.session.begin_nested():
+                yield
+        except Exception as exc:
+            converted = from_exception(exc)
+            if converted is exc:
+                raise
+            raise converted from exc
 
     # --- reads ---------------------------------------------------------------------------------------
 
@@ -438,7 +445,7 @@ class SqlStorage(ScimStorage):
         rows = self.session.execute(
             select(StoreUser.scim_id, StoreUser.username).where(StoreUser.scim_id.in_(ids))
         )
-        found: dict[str, str] = dict(rows)
+        found: dict[str, str] = {row.scim_id: row.username for row in rows}
         missing = [i for i in ids if i not in found]
         if missing:
             # RFC 7644 does not make a service provider check members' existence, and IdPs send ids of

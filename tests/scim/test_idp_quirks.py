@@ -123,17 +123,18 @@ def test_entra_adds_a_work_email_that_does_not_exist_yet(
     client: TestClient, entra: dict[str, str], sessions: sessionmaker[Session]
 ) -> None:
     created = create_user(client, entra, "kim@contoso.com")
-    patch = {
-        "schemas": [PATCH_OP],
-        "Operations": [{"op": "Add", "path": 'emails[type eq "work"].value', "value": "kim@contoso.com"}],
+    operation: dict[str, Any] = {
+        "op": "Add",
+        "path": 'emails[type eq "work"].value',
+        "value": "kim@contoso.com",
     }
+    patch = {"schemas": [PATCH_OP], "Operations": [operation]}
     response = client.patch(f"{SCIM}/Users/{created['id']}", json=patch, headers=entra)
     assert response.status_code == 200, response.text
     assert response.json()["emails"] == [{"type": "work", "value": "kim@contoso.com"}]
     assert _user(sessions, "kim").email == "kim@contoso.com"
     # ... and replaces it the same way later.
-    patch["Operations"][0]["op"] = "Replace"
-    patch["Operations"][0]["value"] = "kim.wexler@contoso.com"
+    operation.update(op="Replace", value="kim.wexler@contoso.com")
     response = client.patch(f"{SCIM}/Users/{created['id']}", json=patch, headers=entra)
     assert response.json()["emails"] == [{"type": "work", "value": "kim.wexler@contoso.com"}]
     assert _user(sessions, "kim").email == "kim.wexler@contoso.com"
@@ -266,7 +267,10 @@ def test_okta_group_push(client: TestClient, okta: dict[str, str], sessions: ses
     }
     assert client.patch(f"{SCIM}/Groups/{group_id}", json=add, headers=okta).status_code == 200
     assert _members(sessions, "test_scimv2") == {"user0", "user1"}
-    remove = {"schemas": [PATCH_OP], "Operations": [{"op": "remove", "path": f'members[value eq "{ids[0]}"]'}]}
+    remove = {
+        "schemas": [PATCH_OP],
+        "Operations": [{"op": "remove", "path": f'members[value eq "{ids[0]}"]'}],
+    }
     assert client.patch(f"{SCIM}/Groups/{group_id}", json=remove, headers=okta).status_code == 200
     assert _members(sessions, "test_scimv2") == {"user1"}
     empty = {"schemas": [PATCH_OP], "Operations": [{"op": "replace", "path": "members", "value": []}]}
@@ -283,7 +287,10 @@ def test_okta_group_push(client: TestClient, okta: dict[str, str], sessions: ses
     assert response.status_code == 200, response.text
     assert response.json()["displayName"] == "Test SCIMv2 renamed"
     with sessions() as session:
-        assert session.scalars(select(Group.name).where(Group.scim_id == group_id)).one() == "test_scimv2_renamed"
+        assert (
+            session.scalars(select(Group.name).where(Group.scim_id == group_id)).one()
+            == "test_scimv2_renamed"
+        )
 
 
 # --- authentik, JumpCloud, Keycloak plugins, OneLogin -------------------------------------------------
@@ -310,7 +317,10 @@ def test_jumpcloud_repeated_member_adds_are_idempotent(
     jumpcloud = connection("jumpcloud")
     member = create_user(client, jumpcloud, "kim")["id"]
     group = create_group(client, jumpcloud, "lab")
-    add = {"schemas": [PATCH_OP], "Operations": [{"op": "add", "path": "members", "value": [{"value": member}]}]}
+    add = {
+        "schemas": [PATCH_OP],
+        "Operations": [{"op": "add", "path": "members", "value": [{"value": member}]}],
+    }
     for _ in range(3):
         response = client.patch(f"{SCIM}/Groups/{group['id']}", json=add, headers=jumpcloud)
         assert response.status_code == 200, response.text
