@@ -30,7 +30,7 @@ router = APIRouter(prefix=SCIM_PREFIX, tags=["scim"], route_class=ScimRoute)
 ScimToken = Annotated[ApiContext, requires(Role.scim)]
 
 
-def connection(request: Request, ctx: ScimToken) -> ApiContext:
+async def connection(request: Request, ctx: ScimToken) -> ApiContext:
     """The SCIM connection (token) making the request, within its rate limit (else 429)."""
     wait = runtime(request.app).limiter.acquire(ctx.actor.name)
     if wait > 0:

@@ -4,13 +4,22 @@ is served inside one database transaction."""
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http import HTTPStatus
-from typing import Any
+from typing import Any, Union
 
 from fastapi import FastAPI, Request
 from fastapi.responses import Response
-from scim2_models import Context, ResponseParameters
+from scim2_models import (
+    BulkRequest,
+    BulkResponse,
+    Context,
+    ListResponse,
+    PatchOp,
+    Path,
+    ResponseParameters,
+    SearchRequest,
+)
 from scim2_server.requests import ScimRequest
 from scim2_server.responses import ScimResponse
 from scim2_server.routing import Operation
@@ -41,6 +50,9 @@ class ScimRuntime:
     settings: Settings
     service: SupScimService
     limiter: RateLimiter
+    # Strong references to the generic classes the service parametrizes on every request: pydantic
+    # and scim2-models cache them weakly, and rebuilding one costs milliseconds.
+    generics: list[Any] = field(default_factory=list)
 
     def serve(self, ctx: ApiContext, request: ScimRequest, operation: Operation) -> ScimResponse:
         """Serve one SCIM request in one transaction: committed if it succeeds, rolled back if not.
@@ -65,13 +77,30 @@ def runtime(app: FastAPI) -> ScimRuntime:
         found = getattr(app.state, "scim", None)
         if found is None:
             settings: Settings = app.state.settings
+            service = _Service(build_provider(settings))
             found = ScimRuntime(
                 settings=settings,
-                service=_Service(build_provider(settings)),
+                service=service,
                 limiter=RateLimiter(settings.scim.rate_limit),
+                generics=_parametrized(service),
             )
             app.state.scim = found
     return found
+
+
+def _parametrized(service: SupScimService) -> list[Any]:
+    models = service.get_models()
+    union: Any = Union[tuple(models)]  # noqa: UP007 - a runtime union of the served models
+    kept: list[Any] = [
+        SearchRequest[union],
+        ListResponse[union],
+        BulkRequest[union],
+        BulkResponse[union],
+    ]
+    for model in models:
+        for generic in (SearchRequest, ResponseParameters, PatchOp, Path):
+            kept.append(generic[model])
+    return kept
 
 
 def base_url(request: Request) -> str:

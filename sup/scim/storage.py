@@ -34,7 +34,7 @@ from scim2_models import (
 )
 from scim2_server.storage import ScimStorage, SearchPage
 from sqlalchemy import ColumnElement, func, select
-from sqlalchemy.orm import Session, selectinload
+from sqlalchemy.orm import Session, joinedload, selectinload
 
 from sup.config import Settings
 from sup.domain.posix import InvalidName, check_groupname
@@ -101,11 +101,18 @@ class _Query:
         return self.session.scalar(query) or 0
 
     def fetch(self, offset: int, limit: int | None) -> list[Resource[Any]]:
-        options = _user_options() if self.is_user else _group_options()
+        if self.is_user and limit is not None and limit <= 10:
+            # A lookup (userName eq, externalId eq): keys and groups in the same round trip.
+            options: tuple[Any, ...] = (
+                joinedload(StoreUser.ssh_keys),
+                joinedload(StoreUser.memberships).joinedload(Membership.group),
+            )
+        else:
+            options = _user_options() if self.is_user else _group_options()
         query = select(self.model).where(*self.conditions).order_by(*self.order).offset(offset)
         if limit is not None:
             query = query.limit(limit)
-        rows = list(self.session.scalars(query.options(*options)))
+        rows = list(self.session.scalars(query.options(*options)).unique())
         if self.is_user:
             return [user_resource(row) for row in rows]  # type: ignore[arg-type]
         return [group_resource(row) for row in rows]  # type: ignore[arg-type]
