@@ -454,3 +454,18 @@ def test_patch_op_schema(client: TestClient, okta: dict[str, str]) -> None:
         f"{SCIM}/Users/{user['id']}", json={"schemas": [PATCH_OP], "Operations": []}, headers=okta
     )
     assert response.status_code in (200, 400)
+
+
+def test_an_overly_complex_filter_is_too_many(client: TestClient, okta: dict[str, str]) -> None:
+    expression = " or ".join(f'userName eq "u{i}"' for i in range(65))
+    assert_scim_error(
+        client.get(f"{SCIM}/Users", params={"filter": expression}, headers=okta), 400, "tooMany"
+    )
+
+
+def test_replace_through_a_filter_matching_no_member_is_no_target(
+    client: TestClient, okta: dict[str, str]
+) -> None:
+    group = create_group(client, okta, "lab")
+    patch = patch_body({"op": "replace", "path": 'members[value co "x"].value', "value": "y"})
+    assert_scim_error(client.patch(f"{SCIM}/Groups/{group['id']}", json=patch, headers=okta), 400, "noTarget")
