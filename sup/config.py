@@ -536,6 +536,43 @@ class LifecycleSettings(_Section):
     )
 
 
+class ScimRateLimit(_Section):
+    """A token bucket per SCIM connection: `requests_per_second` refill, up to `burst` at once."""
+
+    requests_per_second: float = Field(
+        50.0, gt=0, le=100000, description="sustained rate; Entra ID needs at least 25 per tenant"
+    )
+    burst: int = Field(100, ge=1, le=100000, description="requests allowed at once after a quiet spell")
+
+
+class ScimSettings(_Section):
+    """The SCIM 2.0 service provider under /scim/v2 (settings key `scim`); works without settings."""
+
+    cross_connection_writes: bool = Field(
+        False,
+        description="let a SCIM connection (token) change and delete users and groups another source "
+        "created (the admin API, an import, another connection); off: 403",
+    )
+    group_names: Literal["derive", "exact"] = Field(
+        "derive",
+        description="derive: a group's POSIX name comes from its displayName by the `naming` rules "
+        "('HPC Users' -> hpc_users); exact: the displayName must already be a POSIX group name",
+    )
+    rate_limit: ScimRateLimit = ScimRateLimit()
+    default_page_size: int = Field(100, ge=1, le=10000, description="resources per page without `count`")
+    max_results: int = Field(
+        1000, ge=1, le=100000, description="at most this many resources per page (filter.maxResults)"
+    )
+    bulk_max_operations: int = Field(
+        100, ge=0, le=10000, description="operations per /Bulk request; 0 turns /Bulk off"
+    )
+    bulk_max_payload_bytes: int = Field(
+        1024 * 1024,
+        ge=1024,
+        description="largest /Bulk body (bulk.maxPayloadSize); api.max_body_bytes caps it",
+    )
+
+
 class AccessPolicy(_Section):
     """Who is provisioned at all (settings key `access`)."""
 
@@ -562,6 +599,7 @@ class Settings(BaseSettings):
     keycloak: KeycloakSettings | None = None
     reconcile: ReconcileSettings = ReconcileSettings()
     lifecycle: LifecycleSettings = LifecycleSettings()
+    scim: ScimSettings = ScimSettings()
 
     @classmethod
     def settings_customise_sources(

@@ -17,6 +17,7 @@ from sup.config import Settings
 from sup.groups.router import router as groups_router
 from sup.reconcile.router import router as reconcile_router
 from sup.reconcile.worker import Reconciler
+from sup.scim.router import router as scim_router
 from sup.slurm_accounts.router import router as slurm_router
 from sup.store.session import make_engine, make_sessionmaker
 from sup.tokens.router import router as tokens_router
@@ -62,6 +63,7 @@ def create_app(settings: Settings, engine: Engine | None = None, *, reconciler: 
         tokens_router,
         audit_router,
         health_router,
+        scim_router,
     )
     for router in routers:
         app.include_router(router)

@@ -13,6 +13,7 @@ import uuid
 
 from prometheus_client import Counter, Histogram
 from starlette.exceptions import HTTPException
+from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 _SAFE_REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
@@ -76,8 +77,13 @@ class BodyLimitMiddleware:
 
 async def _send_413(scope: Scope, send: Send, detail: str) -> None:
     from sup.api.errors import problem  # local: errors imports models, keep this module light
+    from sup.scim.errors import SCIM_PREFIX, error_response
 
-    response = problem(None, 413, detail, request_id=scope.get("state", {}).get("request_id"))
+    response: Response
+    if str(scope.get("path", "")).startswith(SCIM_PREFIX):
+        response = error_response(413, detail)  # SCIM clients get SCIM Error bodies (RFC 7644 §3.12)
+    else:
+        response = problem(None, 413, detail, request_id=scope.get("state", {}).get("request_id"))
 
     async def no_body() -> Message:
         return {"type": "http.request", "body": b"", "more_body": False}

@@ -9,6 +9,7 @@ sup/users/service.py: `claim_derived_username`).
 
 from __future__ import annotations
 
+import hashlib
 import re
 import unicodedata
 from collections import defaultdict
@@ -41,6 +42,11 @@ class UsernameRule(BaseModel):
     extra_reserved: frozenset[str] = Field(
         frozenset(), description="Names refused on top of the built-in reserved list."
     )
+    overlong: Literal["refuse", "hash"] = Field(
+        "refuse",
+        description="A name over 32 characters: `refuse` it, or `hash`: cut it and end it with '_' and "
+        "8 hex digits of the login's SHA-256 (deterministic; a clash left is still reported).",
+    )
 
 
 def _fold_to_ascii(text: str) -> str:
@@ -49,8 +55,16 @@ def _fold_to_ascii(text: str) -> str:
     return "".join(c for c in decomposed if not unicodedata.combining(c))
 
 
-def derive_username(login: str, rule: UsernameRule | None = None) -> str:
-    """Return the POSIX username for `login`, or raise InvalidName saying why there is none."""
+def derive_username(
+    login: str, rule: UsernameRule | None = None, *, overlong: Literal["refuse", "hash"] | None = None
+) -> str:
+    """Return the POSIX username for `login`, or raise InvalidName saying why there is none.
+
+    A name over 32 characters is refused, unless the rule's (or the `overlong` argument's) choice is
+    `hash` (SCIM group names from long display names always are): then it is cut and ends in `_` and
+    8 hex digits of the login's SHA-256, so two long names that share a beginning still differ (and
+    a clash left is reported by the caller).
+    """
     rule = rule or UsernameRule()
     raw = login.strip()
     if not raw:
@@ -72,6 +86,9 @@ def derive_username(login: str, rule: UsernameRule | None = None) -> str:
         name = rule.leading_digit_prefix + name
     if not name:
         raise InvalidName(f"login {login!r} has no characters usable in a POSIX username")
+    if len(name) > MAX_NAME_LENGTH and (overlong or rule.overlong) == "hash":
+        digest = hashlib.sha256(login.encode("utf-8")).hexdigest()[:8]
+        name = name[: MAX_NAME_LENGTH - 9].rstrip("_-") + "_" + digest
     if len(name) > MAX_NAME_LENGTH:
         # Truncating could silently merge two people who share a long prefix: refuse instead.
         raise InvalidName(

@@ -6,6 +6,7 @@ with its user; through this module only its description and gid can change.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,8 +78,15 @@ def _refuse_private(group: Group, what: str) -> None:
 
 
 def create_group(
-    session: Session, settings: Settings, actor: Actor, spec: GroupCreate, source: str = "api"
+    session: Session,
+    settings: Settings,
+    actor: Actor,
+    spec: GroupCreate,
+    source: str = "api",
+    *,
+    columns: Mapping[str, Any] | None = None,
 ) -> Group:
+    """Create a group; `columns` are values a source keeps besides the spec (SCIM's displayName)."""
     _check_name(session, settings, spec.name)
     members = users_by_names(session, spec.members, "members")
     if spec.gid_number is not None:
@@ -106,6 +114,7 @@ def create_group(
         description=spec.description,
         external_id=spec.external_id,
         source=source,
+        **dict(columns or {}),
     )
     session.add(group)
     session.flush()

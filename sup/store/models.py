@@ -7,6 +7,7 @@ to the field it guards by that name (sup/api/errors.py).
 
 from __future__ import annotations
 
+import uuid
 from datetime import UTC, datetime
 from typing import Any
 
@@ -44,6 +45,11 @@ IdNumber = BigInteger
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+def new_scim_id() -> str:
+    """A SCIM `id` (RFC 7643 §3.1): opaque, stable across renames, never reassigned."""
+    return str(uuid.uuid4())
 
 
 class UtcDateTime(TypeDecorator[datetime]):
@@ -100,6 +106,15 @@ class User(TimestampMixin, Base):
     # change). A name rather than a foreign key: users -> slurm_accounts -> groups -> users would be a
     # cycle. The service refuses to delete an account some user has as default.
     slurm_default_account: Mapped[str | None] = mapped_column(String(64), index=True)
+    # SCIM (sup/scim): the resource id, the userName as the IdP sent it (the POSIX username is derived
+    # from it), that userName's comparison key (NFC, lower-case: filters compare it case-insensitively,
+    # RFC 7643 §4.1.1), and the SCIM attributes the store has no column for, kept so that an IdP reads
+    # back what it wrote. Users never written through SCIM have no userName of their own: theirs is
+    # the username.
+    scim_id: Mapped[str] = mapped_column(String(36), unique=True, index=True, default=new_scim_id)
+    scim_user_name: Mapped[str | None] = mapped_column(String(256))
+    scim_user_name_key: Mapped[str | None] = mapped_column(String(256), unique=True, index=True)
+    scim_attributes: Mapped[dict[str, Any] | None] = mapped_column(JsonType)
     version: Mapped[int] = mapped_column(Integer, nullable=False)
 
     __mapper_args__ = {"version_id_col": version}
@@ -151,6 +166,10 @@ class Group(TimestampMixin, Base):
     private_user_id: Mapped[int | None] = mapped_column(
         ForeignKey("users.id", ondelete="CASCADE"), unique=True
     )
+    # SCIM: the resource id, and the displayName as the IdP sent it (the POSIX name is derived from it
+    # or equal to it, see scim.group_names); groups not written through SCIM show their name.
+    scim_id: Mapped[str] = mapped_column(String(36), unique=True, index=True, default=new_scim_id)
+    scim_display_name: Mapped[str | None] = mapped_column(String(256))
     version: Mapped[int] = mapped_column(Integer, nullable=False)
 
     __mapper_args__ = {"version_id_col": version}

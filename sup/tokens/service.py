@@ -28,6 +28,7 @@ TOKEN_PREFIX = "sup_"  # noqa: S105 - a marker, not a secret
 NAME_PATTERN = r"^[a-z0-9][a-z0-9_.-]{0,63}$"
 # Don't write last_used_at on every request: once a minute is plenty to spot unused tokens.
 LAST_USED_RESOLUTION = timedelta(minutes=1)
+SCIM_NAME_MAX = 59  # "scim:" + name must fit users.source (64)
 
 
 class Role(StrEnum):
@@ -81,6 +82,11 @@ def create_token(
 ) -> tuple[ApiToken, str]:
     """Create a token and return it with its secret, which exists nowhere else afterwards."""
     check_token_name(name)
+    if role is Role.scim and len(name) > SCIM_NAME_MAX:
+        # What a SCIM connection creates has source `scim:NAME`, a 64-character column.
+        raise InvalidInput(
+            FieldError("name", f"SCIM connection names are at most {SCIM_NAME_MAX} characters")
+        )
     if session.scalars(select(ApiToken.id).where(ApiToken.name == name)).first() is not None:
         raise Conflict(
             f"a token named {name!r} already exists; revoke it first or pick another name", field="name"

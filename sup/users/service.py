@@ -6,6 +6,7 @@ entry and marks what it touched dirty (the outbox), so a committed change is nev
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -172,8 +173,17 @@ def _check_username_free(
 
 
 def create_user(
-    session: Session, settings: Settings, actor: Actor, spec: UserCreate, source: str = "api"
+    session: Session,
+    settings: Settings,
+    actor: Actor,
+    spec: UserCreate,
+    source: str = "api",
+    *,
+    key_origin: str = "admin",
+    columns: Mapping[str, Any] | None = None,
 ) -> User:
+    """Create a user. `key_origin` records where the SSH keys came from (`admin`, or `idp` for SCIM);
+    `columns` are values a source keeps on the user besides the spec (SCIM's userName and attributes)."""
     _check_username_policy(settings, spec.username)
     _check_username_free(session, settings, spec.username)
     shell = spec.login_shell or settings.accounts.default_shell
@@ -225,10 +235,11 @@ def create_user(
         external_id=spec.external_id,
         slurm_default_account=spec.slurm_default_account,
         source=source,
+        **dict(columns or {}),
     )
     session.add(user)
     session.flush()
-    _set_ssh_keys(session, settings, user, spec.ssh_public_keys, origin="admin")
+    _set_ssh_keys(session, settings, user, spec.ssh_public_keys, origin=key_origin)
     if private_gid is not None:
         session.add(Group(name=spec.username, gid_number=private_gid, private_user_id=user.id, source=source))
         mark_dirty(session, "group", spec.username)
@@ -323,6 +334,8 @@ def update_user(
     username: str,
     patch: UserPatch,
     expected_version: int | None = None,
+    *,
+    key_origin: str = "admin",
 ) -> User:
     user = require_user(session, username)
     check_version(user.version, expected_version, f"user {username!r}")
@@ -342,7 +355,7 @@ def update_user(
     if "slurm_default_account" in changes:
         _check_default_account(session, changes["slurm_default_account"])
     if "ssh_public_keys" in changes:
-        _set_ssh_keys(session, settings, user, changes.pop("ssh_public_keys"), origin="admin")
+        _set_ssh_keys(session, settings, user, changes.pop("ssh_public_keys"), origin=key_origin)
     if "groups" in changes:
         set_user_groups(session, user, groups_by_names(session, changes.pop("groups"), "groups"), user.source)
     if "active" in changes and changes["active"] != user.active:

@@ -1,0 +1,52 @@
+"""Per-connection rate limits: a token bucket per SCIM token, answered with 429 and Retry-After.
+
+RFC 7644 §3.12 leaves throttling to HTTP: 429 (RFC 6585 §4) with Retry-After, which Entra ID and
+Okta honour by backing off. Buckets live in the process: with several SUP replicas behind a load
+balancer each replica allows the configured rate.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from sup.config import ScimRateLimit
+
+
+@dataclass
+class _Bucket:
+    tokens: float
+    updated: float
+
+
+class RateLimiter:
+    """`rate` requests per second sustained, `burst` at once, per key (the connection's token name)."""
+
+    def __init__(self, limit: ScimRateLimit, clock: Callable[[], float] = time.monotonic) -> None:
+        self.rate = limit.requests_per_second
+        self.burst = float(limit.burst)
+        self._clock = clock
+        self._buckets: dict[str, _Bucket] = {}
+        self._lock = threading.Lock()
+
+    def acquire(self, key: str) -> float:
+        """Take one token for `key`: 0 if allowed, else the seconds until a token is available."""
+        now = self._clock()
+        with self._lock:
+            bucket = self._buckets.get(key)
+            if bucket is None:
+                bucket = self._buckets[key] = _Bucket(tokens=self.burst, updated=now)
+            bucket.tokens = min(self.burst, bucket.tokens + (now - bucket.updated) * self.rate)
+            bucket.updated = now
+            if bucket.tokens >= 1.0:
+                bucket.tokens -= 1.0
+                return 0.0
+            return (1.0 - bucket.tokens) / self.rate
+
+
+def retry_after_seconds(wait: float) -> int:
+    """Retry-After carries whole seconds (RFC 9110 §10.2.3): round up, at least 1."""
+    return max(1, math.ceil(wait))

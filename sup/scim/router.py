@@ -1,0 +1,143 @@
+"""/scim/v2: the SCIM 2.0 service provider (RFC 7644 §3.2 endpoints).
+
+- Discovery (RFC 7644 §4), readable without a token: /ServiceProviderConfig, /ResourceTypes[/{id}],
+  /Schemas[/{id}].
+- Resources, with a token of role `scim` (one per IdP connection) and the connection's rate limit:
+  /Users and /Groups (GET with filter/sort/paging/attributes, POST), /{id} (GET, PUT, PATCH, DELETE),
+  /{endpoint}/.search (POST), and /Bulk (POST).
+- Anything else under /scim/v2 is a SCIM 404 or 405; /Me and searches at the root are 501.
+
+The routes are thin: scim2-server's handler runs the protocol, sup/scim/storage.py the store.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Request, Response
+from scim2_models import NotFoundException, NotImplementedException
+from scim2_server.routing import Operation, match
+from starlette.concurrency import run_in_threadpool
+
+from sup.api.context import ApiContext, requires
+from sup.scim.errors import SCIM_PREFIX, RateLimited, ScimRoute
+from sup.scim.ratelimit import retry_after_seconds
+from sup.scim.runtime import base_url, http_response, runtime, scim_request
+from sup.tokens.service import Role
+
+router = APIRouter(prefix=SCIM_PREFIX, tags=["scim"], route_class=ScimRoute)
+
+ScimToken = Annotated[ApiContext, requires(Role.scim)]
+
+
+async def connection(request: Request, ctx: ScimToken) -> ApiContext:
+    """The SCIM connection (token) making the request, within its rate limit (else 429)."""
+    wait = runtime(request.app).limiter.acquire(ctx.actor.name)
+    if wait > 0:
+        raise RateLimited(retry_after=retry_after_seconds(wait))
+    return ctx
+
+
+Connection = Annotated[ApiContext, Depends(connection)]
+
+
+async def _serve(request: Request, ctx: ApiContext, operation: Operation) -> Response:
+    scim = runtime(request.app)
+    parsed = await scim_request(request, subject=ctx.actor.name)
+    return http_response(await run_in_threadpool(scim.serve, ctx, parsed, operation))
+
+
+# --- discovery (RFC 7644 §4): no token -------------------------------------------------------------
+
+
+@router.get("/ServiceProviderConfig", summary="What this SCIM service supports (RFC 7643 §5)")
+def service_provider_config(request: Request) -> Response:
+    service = runtime(request.app).service
+    location = base_url(request) + "/ServiceProviderConfig"
+    return http_response(service.service_provider_config(location, dict(request.query_params)))
+
+
+@router.get("/ResourceTypes", summary="The resource types: User and Group (RFC 7643 §6)")
+def resource_types(request: Request) -> Response:
+    service = runtime(request.app).service
+    return http_response(
+        service.resource_types(base_url(request) + "/ResourceTypes", dict(request.query_params))
+    )
+
+
+@router.get("/ResourceTypes/{resource_type_id}", summary="One resource type")
+def resource_type(request: Request, resource_type_id: str) -> Response:
+    service = runtime(request.app).service
+    location = base_url(request) + "/ResourceTypes/" + resource_type_id
+    return http_response(service.resource_type(location, resource_type_id, dict(request.query_params)))
+
+
+@router.get("/Schemas", summary="The schemas, the SUP extension included (RFC 7643 §7)")
+def schemas(request: Request) -> Response:
+    service = runtime(request.app).service
+    return http_response(service.schemas(base_url(request) + "/Schemas", dict(request.query_params)))
+
+
+@router.get("/Schemas/{schema_id}", summary="One schema")
+def schema(request: Request, schema_id: str) -> Response:
+    service = runtime(request.app).service
+    location = base_url(request) + "/Schemas/" + schema_id
+    return http_response(service.schema(location, schema_id, dict(request.query_params)))
+
+
+# --- resources (RFC 7644 §3.3-§3.7) -----------------------------------------------------------------
+
+for _endpoint, _kind in (("Users", "users"), ("Groups", "groups")):
+
+    async def _search(request: Request, ctx: Connection) -> Response:
+        return await _serve(request, ctx, Operation.search)
+
+    async def _create(request: Request, ctx: Connection) -> Response:
+        return await _serve(request, ctx, Operation.create)
+
+    async def _search_with_body(request: Request, ctx: Connection) -> Response:
+        return await _serve(request, ctx, Operation.search_with_body)
+
+    async def _query(request: Request, ctx: Connection, resource_id: str) -> Response:
+        return await _serve(request, ctx, Operation.query)
+
+    async def _replace(request: Request, ctx: Connection, resource_id: str) -> Response:
+        return await _serve(request, ctx, Operation.replace)
+
+    async def _patch(request: Request, ctx: Connection, resource_id: str) -> Response:
+        return await _serve(request, ctx, Operation.patch)
+
+    async def _delete(request: Request, ctx: Connection, resource_id: str) -> Response:
+        return await _serve(request, ctx, Operation.delete)
+
+    router.add_api_route(
+        f"/{_endpoint}", _search, methods=["GET"], summary=f"List or filter {_kind} (RFC 7644 §3.4.2)"
+    )
+    router.add_api_route(f"/{_endpoint}", _create, methods=["POST"], summary=f"Create one of the {_kind}")
+    router.add_api_route(
+        f"/{_endpoint}/.search", _search_with_body, methods=["POST"], summary=f"Search {_kind} (§3.4.3)"
+    )
+    router.add_api_route(f"/{_endpoint}/{{resource_id}}", _query, methods=["GET"], summary="Read one")
+    router.add_api_route(f"/{_endpoint}/{{resource_id}}", _replace, methods=["PUT"], summary="Replace one")
+    router.add_api_route(
+        f"/{_endpoint}/{{resource_id}}", _patch, methods=["PATCH"], summary="Modify one (RFC 7644 §3.5.2)"
+    )
+    router.add_api_route(f"/{_endpoint}/{{resource_id}}", _delete, methods=["DELETE"], summary="Delete one")
+
+
+@router.post("/Bulk", summary="Several operations in one request (RFC 7644 §3.7)")
+async def bulk(request: Request, ctx: Connection) -> Response:
+    return await _serve(request, ctx, Operation.bulk)
+
+
+@router.api_route(
+    "/{path:path}",
+    methods=["GET", "POST", "PUT", "PATCH", "DELETE"],
+    include_in_schema=False,
+)
+async def unknown(request: Request, path: str) -> Response:
+    """Everything else under /scim/v2: SCIM's 404 and 405, and 501 for what SUP does not serve."""
+    target = match(request.method, "/" + path)  # raises NotFoundException or MethodNotAllowedException
+    if target.endpoint is not None and target.endpoint not in ("Users", "Groups"):
+        raise NotFoundException(detail=f"no SCIM endpoint at /{path}")
+    raise NotImplementedException(detail=f"{request.method} /{path} is not supported by SUP")

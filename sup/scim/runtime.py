@@ -1,0 +1,133 @@
+"""What the SCIM routes share in one app: the protocol service, the rate limiter, and how a request
+is served inside one database transaction."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from http import HTTPStatus
+from typing import Any, Union
+
+from fastapi import FastAPI, Request
+from fastapi.responses import Response
+from scim2_models import (
+    BulkRequest,
+    BulkResponse,
+    Context,
+    ListResponse,
+    PatchOp,
+    Path,
+    ResponseParameters,
+    SearchRequest,
+)
+from scim2_server.requests import ScimRequest
+from scim2_server.responses import ScimResponse
+from scim2_server.routing import Operation
+
+from sup.api.context import ApiContext
+from sup.config import Settings
+from sup.scim.errors import SCIM_MEDIA_TYPE, SCIM_PREFIX
+from sup.scim.provider import build_provider
+from sup.scim.ratelimit import RateLimiter
+from sup.scim.service import SupScimHandler, SupScimService
+from sup.scim.storage import SqlStorage
+
+_lock = threading.Lock()
+
+
+class _Service(SupScimService):
+    def patch_response(
+        self, base_url: str, resource: Any, response_parameters: ResponseParameters[Any]
+    ) -> ScimResponse:
+        """RFC 7644 §3.5.2: 200 with the resource (Okta and Entra ID read it; 204 is only a MAY)."""
+        return self.resource_response(
+            self.publish(base_url, resource), Context.RESOURCE_REPLACEMENT_RESPONSE, response_parameters
+        )
+
+
+@dataclass
+class ScimRuntime:
+    settings: Settings
+    service: SupScimService
+    limiter: RateLimiter
+    # Strong references to the generic classes the service parametrizes on every request: pydantic
+    # and scim2-models cache them weakly, and rebuilding one costs milliseconds.
+    generics: list[Any] = field(default_factory=list)
+
+    def serve(self, ctx: ApiContext, request: ScimRequest, operation: Operation) -> ScimResponse:
+        """Serve one SCIM request in one transaction: committed if it succeeds, rolled back if not.
+
+        A bulk request commits the operations that succeeded; each ran in its own savepoint.
+        """
+        with ctx.sessions.begin() as session:
+            storage = SqlStorage(
+                session, ctx.settings, ctx.actor, ctx.actor.name, savepoints=operation is Operation.bulk
+            )
+            handler = SupScimHandler(self.service, storage)
+            response: ScimResponse = getattr(handler, operation.value)(request)
+            return response
+
+
+def runtime(app: FastAPI) -> ScimRuntime:
+    """The app's SCIM runtime, built on first use from the app's settings."""
+    found: ScimRuntime | None = getattr(app.state, "scim", None)
+    if found is not None:
+        return found
+    with _lock:
+        found = getattr(app.state, "scim", None)
+        if found is None:
+            settings: Settings = app.state.settings
+            service = _Service(build_provider(settings))
+            found = ScimRuntime(
+                settings=settings,
+                service=service,
+                limiter=RateLimiter(settings.scim.rate_limit),
+                generics=_parametrized(service),
+            )
+            app.state.scim = found
+    return found
+
+
+def _parametrized(service: SupScimService) -> list[Any]:
+    models = service.get_models()
+    union: Any = Union[tuple(models)]  # noqa: UP007 - a runtime union of the served models
+    kept: list[Any] = [
+        SearchRequest[union],
+        ListResponse[union],
+        BulkRequest[union],
+        BulkResponse[union],
+    ]
+    for model in models:
+        for generic in (SearchRequest, ResponseParameters, PatchOp, Path):
+            kept.append(generic[model])
+    return kept
+
+
+def base_url(request: Request) -> str:
+    """The SCIM root as the client sees it, e.g. `http://sup.example.org/scim/v2`."""
+    return str(request.base_url).rstrip("/") + SCIM_PREFIX
+
+
+async def scim_request(request: Request, subject: str | None = None) -> ScimRequest:
+    path = request.url.path
+    relative = path[len(SCIM_PREFIX) :] if path.startswith(SCIM_PREFIX) else path
+    return ScimRequest(
+        method=request.method,
+        base_url=base_url(request),
+        path=relative or "/",
+        query=dict(request.query_params),
+        headers=list(request.headers.items()),
+        body=await request.body(),
+        subject=subject,
+    )
+
+
+def http_response(response: ScimResponse) -> Response:
+    headers = {k: v for k, v in response.headers.items() if k.lower() != "content-type"}
+    if response.body is None or response.status in (HTTPStatus.NO_CONTENT, HTTPStatus.NOT_MODIFIED):
+        return Response(status_code=int(response.status), headers=headers)
+    from fastapi.responses import JSONResponse
+
+    return JSONResponse(
+        response.body, status_code=int(response.status), headers=headers, media_type=SCIM_MEDIA_TYPE
+    )
