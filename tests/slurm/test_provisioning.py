@@ -68,7 +68,7 @@ def science(store: sessionmaker[Session], slurm_settings: Callable[..., Settings
         description="Physics: odd = text, with commas & (brackets)",
         fairshare=100,
         limits={
-            "grp_tres": {"cpu": "64", "mem": "20G"},
+            "grp_tres": {"cpu": "64", "mem": "20G", "gres/gpu": "8"},  # GPU limits, as on a GPU cluster
             "grp_jobs": 100,
             "max_jobs": 10,
             "max_wall": "2-00:00:00",
@@ -96,7 +96,7 @@ def test_first_pass_provisions_and_second_pass_writes_nothing(
     assert rows["phys"]["ParentName"] == "science" and rows["chem"]["ParentName"] == "science"
     assert (rows["phys"]["Fairshare"], rows["phys"]["GrpTRES"], rows["phys"]["GrpJobs"]) == (
         "100",
-        "cpu=64,mem=20G",
+        "cpu=64,gres/gpu=8,mem=20G",
         "100",
     )
     assert (rows["phys"]["MaxJobs"], rows["phys"]["MaxWall"]) == ("10", "2-00:00:00")
@@ -155,14 +155,14 @@ def test_account_parent_fairshare_qos_and_limit_changes(
         fairshare=200,
         qos=["normal", "high"],
         default_qos="high",
-        limits={"grp_tres": {"cpu": "128"}, "max_jobs": 20},  # mem, grp_jobs and max_wall go away
+        limits={"grp_tres": {"cpu": "128"}, "max_jobs": 20},  # mem, gres/gpu, grp_jobs and max_wall go away
     )
     result = run_pass(science, store, only=["slurm"])
     updates = {c.name: c.details for c in result.changes}
     assert set(updates) == {"chem", "phys"}
     assert updates["chem"]["parent"] == {"old": "science", "new": "root"}
     assert updates["phys"]["fairshare"] == {"old": "100", "new": "200"}
-    assert updates["phys"]["grp_tres"] == {"old": "cpu=64,mem=20G", "new": "cpu=128"}
+    assert updates["phys"]["grp_tres"] == {"old": "cpu=64,gres/gpu=8,mem=20G", "new": "cpu=128"}
     assert updates["phys"]["max_wall"] == {"old": "2-00:00:00", "new": None}
 
     reconcile(science, store)

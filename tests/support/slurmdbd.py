@@ -293,9 +293,30 @@ class SlurmdbdServer:
             )
         )
         self.slurm_conf.chmod(0o644)
+        self._spawn_slurmdbd()
+        self._register_gpu_tres()
+
+    def _spawn_slurmdbd(self) -> None:
         log = self.dbd_dir / "slurmdbd.out"
         self._spawn([self.bin["slurmdbd"], "-D"], log, self.slurm)
         self._wait("slurmdbd", lambda: self.sacctmgr_result("show", "cluster").returncode == 0, log)
+
+    def _register_gpu_tres(self) -> None:
+        """Make `gres/gpu` a known TRES, as on a GPU cluster, so GrpTRES=gres/gpu=N limits work.
+
+        On a cluster, slurmctld registers the TRES of AccountingStorageTRES (gres/gpu) with slurmdbd;
+        there is no slurmctld here, so the row goes into tres_table directly and slurmdbd, which loads
+        TRES when it starts, is restarted. Without it sacctmgr refuses such limits with "no TRES known
+        by type gres/gpu".
+        """
+        self.sql(
+            "INSERT INTO tres_table (creation_time, type, name) SELECT UNIX_TIMESTAMP(), 'gres', 'gpu'"
+            " FROM DUAL WHERE NOT EXISTS (SELECT 1 FROM tres_table WHERE type='gres' AND name='gpu')"
+        )
+        slurmdbd = self._processes.pop()
+        slurmdbd.send_signal(signal.SIGTERM)
+        slurmdbd.wait(timeout=30)
+        self._spawn_slurmdbd()
 
     # --- clients ---------------------------------------------------------------------------------
 

@@ -1,0 +1,228 @@
+"""SUP's main job on one machine: a local stack of the real servers SUP provisions, and SUP itself.
+
+Started by scripts/demo. It brings up, on free loopback ports in temp dirs, the same servers the
+test suite uses (tests/support): OpenLDAP slapd with an sssd reading it (as the nodes would), munge +
+MariaDB + slurmdbd with the real sacctmgr, and etcd + kube-apiserver. It writes the SUP settings file
+that points at them, runs `sup serve` (API and reconciler) on the SQLite store in the demo directory,
+loads examples/demo.json through the API, waits until the reconciler has provisioned every active
+user into all three targets, and prints what each target now holds: `getent passwd` through sssd,
+`sacctmgr show associations`, the Kubernetes objects. Then it serves until Ctrl-C (or stops at once
+with --once). The servers live in temp dirs and are gone when the demo ends; the store stays, and
+the next run provisions it into a fresh stack.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from sup.config import LdapSettings  # noqa: E402
+from sup.targets.ldap.sssd_config import render  # noqa: E402
+from tests.support.kubeapi import KubeApiServer, collection  # noqa: E402
+from tests.support.slapd import SlapdServer  # noqa: E402
+from tests.support.slurmdbd import SlurmdbdServer  # noqa: E402
+from tests.support.sssd import SSSD_TEST_OPTIONS, SssdServer, SssdUnavailable  # noqa: E402
+
+SUP = str(ROOT / ".venv" / "bin" / "sup")
+KINDS = ("persistentvolumeclaims", "statefulsets", "services", "networkpolicies")
+
+
+def say(message: str) -> None:
+    print(message, flush=True)
+
+
+@contextlib.contextmanager
+def running_stack(directory: Path) -> Iterator[tuple[dict[str, Any], SlurmdbdServer, KubeApiServer]]:
+    """Start slapd, slurmdbd and kube-apiserver; yield SUP's settings for them; stop them all."""
+    started: list[Any] = []
+    try:
+        say("starting OpenLDAP slapd ...")
+        slapd = SlapdServer("rfc2307bis").start()
+        started.append(slapd)
+        say("starting munge, MariaDB and slurmdbd ...")
+        slurmdbd = SlurmdbdServer(cluster="demo")
+        started.append(slurmdbd)
+        slurmdbd.start()
+        say("starting etcd and kube-apiserver ...")
+        kubeapi = KubeApiServer().start()
+        started.append(kubeapi)
+        settings: dict[str, Any] = {
+            "database_url": f"sqlite:///{directory / 'sup.db'}",
+            "ldap": slapd.ldap_settings(slapd.new_base("demo")),
+            "slurm": {
+                "cluster": slurmdbd.cluster,
+                "sacctmgr": slurmdbd.bin["sacctmgr"],
+                "lock_dir": str(directory / "locks"),
+            },
+            "kube": {"namespace": kubeapi.new_namespace("demo"), "kubeconfig": str(kubeapi.admin_kubeconfig)},
+            "reconcile": {"debounce_seconds": 0.5},
+        }
+        yield settings, slurmdbd, kubeapi
+    finally:
+        for server in reversed(started):
+            with contextlib.suppress(Exception):
+                server.stop()
+
+
+def start_sssd(settings: dict[str, Any]) -> SssdServer | None:
+    """sssd as on a login node (needs root for its private mount namespace); None when not possible."""
+    try:
+        ldap = LdapSettings.model_validate(settings["ldap"])
+        return SssdServer(render(ldap, options=list(SSSD_TEST_OPTIONS)), negative_timeout=1).start()
+    except SssdUnavailable as exc:
+        say(f"(no sssd: {exc}; the LDAP entries are still there)")
+        return None
+
+
+def sup(*args: str, env: dict[str, str], check: bool = True) -> str:
+    result = subprocess.run(
+        [str(ROOT / ".venv" / "bin" / "sup"), *args], env=env, capture_output=True, text=True
+    )
+    if check and result.returncode != 0:
+        raise SystemExit(f"sup {' '.join(args)} failed ({result.returncode}): {result.stderr.strip()}")
+    return result.stdout
+
+
+def wait_provisioned(url: str, token: str, timeout: float = 120) -> None:
+    """Until this server's reconciler has run a pass and every active user is in_sync on every target
+    (or fail, showing what is not). The first condition matters on a re-run: the store remembers that
+    the users were in sync with the last (now gone) stack until a pass finds the new one empty."""
+    headers = {"Authorization": f"Bearer {token}"}
+    deadline = time.monotonic() + timeout
+    pending = ["the reconciler's first pass"]
+    while time.monotonic() < deadline:
+        if httpx.get(f"{url}/readyz", timeout=10).json()["reconciler"].get("last_pass_at") is None:
+            time.sleep(0.5)
+            continue
+        users = httpx.get(f"{url}/api/v1/users", headers=headers, params={"limit": 500}, timeout=10).json()
+        pending = []
+        for user in users["items"]:
+            if not user["active"]:
+                continue
+            status = httpx.get(f"{url}/api/v1/users/{user['username']}/status", headers=headers, timeout=10)
+            pending += [
+                f"{user['username']}@{t['target']}: {t['state']}"
+                for t in status.json()["targets"]
+                if t["state"] != "in_sync"
+            ]
+        if not pending:
+            return
+        time.sleep(0.5)
+    raise SystemExit("not provisioned in time: " + ", ".join(pending))
+
+
+def show_targets(
+    settings: dict[str, Any],
+    sssd: SssdServer | None,
+    slurmdbd: SlurmdbdServer,
+    kubeapi: KubeApiServer,
+    url: str,
+    token: str,
+) -> None:
+    users = httpx.get(
+        f"{url}/api/v1/users", headers={"Authorization": f"Bearer {token}"}, params={"limit": 500}, timeout=10
+    ).json()["items"]
+    say("\n== LDAP, as sssd on a node sees it (getent passwd) ==")
+    for user in users:
+        line = sssd.getent("passwd", user["username"]) if sssd else None
+        state = "" if user["active"] else "   (suspended: login refused)"
+        say(f"  {line or user['username'] + ': not resolvable'}{state}")
+    say("\n== Slurm accounting (sacctmgr show associations) ==")
+    for account, name in slurmdbd.show(
+        "association", "where", f"cluster={slurmdbd.cluster}", "format=Account,User"
+    ):
+        if name and name != "root":
+            say(f"  account={account:<10} user={name}")
+    namespace = settings["kube"]["namespace"]
+    say(f"\n== Kubernetes (namespace {namespace}) ==")
+    with kubeapi.admin() as api:
+        for kind in KINDS:
+            names = sorted(
+                o["metadata"]["name"]
+                for o in api.items(collection(namespace, kind), "app.kubernetes.io/managed-by=sup")
+            )
+            say(f"  {kind}: {', '.join(names)}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dir", type=Path, required=True, help="the demo directory (store, settings, token)")
+    parser.add_argument("--port", type=int, default=8080)
+    parser.add_argument("--once", action="store_true", help="provision, show, stop")
+    args = parser.parse_args()
+    directory: Path = args.dir.resolve()
+    with running_stack(directory) as (settings, slurmdbd, kubeapi):
+        config = directory / "sup.yaml"
+        config.write_text(yaml.safe_dump(settings))
+        config.chmod(0o600)  # it holds the LDAP bind password
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SUP_")}
+        env.update(SUP_CONFIG=str(config), SLURM_CONF=str(slurmdbd.slurm_conf))
+        sup("db", "upgrade", env=env)
+        sup("token", "revoke", "demo-admin", env=env, check=False)  # a re-run replaces the last token
+        token_file = directory / "admin-token"
+        token_file.write_text(sup("token", "create", "--name", "demo-admin", "--role", "admin", env=env))
+        token_file.chmod(0o600)
+        sssd = start_sssd(settings)
+        url = f"http://127.0.0.1:{args.port}"
+        log = (directory / "sup-serve.log").open("w")
+        server = subprocess.Popen(
+            [SUP, "serve", "--port", str(args.port)],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            subprocess.run(
+                [
+                    sys.executable,
+                    str(ROOT / "scripts" / "seed_demo.py"),
+                    "--url",
+                    url,
+                    "--token-file",
+                    str(token_file),
+                    str(ROOT / "examples" / "demo.json"),
+                ],
+                check=True,
+            )
+            say("SUP is provisioning the sample users into LDAP, Slurm and Kubernetes ...")
+            started = time.monotonic()
+            token = token_file.read_text().strip()
+            wait_provisioned(url, token)
+            say(f"every active user is in sync on every target ({time.monotonic() - started:.1f} s)")
+            show_targets(settings, sssd, slurmdbd, kubeapi, url, token)
+            until = " until this script stops" if args.once else ""
+            say(
+                f"\nSUP is running on {url} (OpenAPI: {url}/docs){until}; settings in {config},"
+                f" an admin token in {token_file}, the log in {directory / 'sup-serve.log'}. Try:\n"
+                f'  curl -s -H "Authorization: Bearer $(cat {token_file})" {url}/api/v1/users/kim/status\n'
+                f"  SUP_CONFIG={config} .venv/bin/sup plan"
+            )
+            if not args.once:
+                say("Ctrl-C stops SUP and the servers.")
+                signal.signal(signal.SIGTERM, signal.default_int_handler)  # stop cleanly on kill too
+                with contextlib.suppress(KeyboardInterrupt):
+                    server.wait()
+        finally:
+            server.terminate()
+            server.wait(timeout=15)
+            if sssd is not None:
+                sssd.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
