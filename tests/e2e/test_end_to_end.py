@@ -140,3 +140,53 @@ def test_killed_mid_pass_and_restarted_converges_with_nothing_lost_or_doubled(st
         lambda: all(set(statuses(second, admin, u).values()) == {"in_sync"} for u in users), timeout=30
     )
     assert _plan(stack) == []
+
+
+SCIM_USER = "urn:ietf:params:scim:schemas:core:2.0:User"
+SCIM_GROUP = "urn:ietf:params:scim:schemas:core:2.0:Group"
+SUP_EXTENSION = "urn:ietf:params:scim:schemas:extension:sup:2.0:User"
+
+
+def test_a_user_pushed_over_scim_can_log_in_and_submit_jobs_within_seconds(stack: Stack) -> None:
+    """An IdP's push, as Okta or Entra sends it: the person resolves through sssd with their key, and
+    has the Slurm association of the group the IdP put them in."""
+    stack.start_sssd()
+    server = stack.serve()
+    admin, idp = stack.token(), stack.token("scim")
+    scim = f"{server.url}/scim/v2"
+    group = httpx.post(
+        f"{scim}/Groups", json={"schemas": [SCIM_GROUP], "displayName": "physics"}, headers=idp, timeout=30
+    )
+    assert group.status_code == 201, group.text
+    # The platform team binds the IdP's group to a Slurm account once.
+    account = {"name": "phys", "group": "physics", "fairshare": 10}
+    bound = httpx.post(f"{server.url}{API}/slurm/accounts", json=account, headers=admin, timeout=30)
+    assert bound.status_code == 201, bound.text
+
+    started = time.monotonic()
+    body = {
+        "schemas": [SCIM_USER, SUP_EXTENSION],
+        "userName": "Kim.Wexler@corp.example",
+        "name": {"givenName": "Kim", "familyName": "Wexler"},
+        "emails": [{"value": "kim.wexler@corp.example", "type": "work", "primary": True}],
+        "active": True,
+        SUP_EXTENSION: {"sshPublicKeys": [keys.ed25519_key("kim@laptop")]},
+    }
+    user = httpx.post(f"{scim}/Users", json=body, headers=idp, timeout=30)
+    assert user.status_code == 201, user.text
+    username = user.json()[SUP_EXTENSION]["username"]
+    patch = {
+        "schemas": ["urn:ietf:params:scim:api:messages:2.0:PatchOp"],
+        "Operations": [{"op": "add", "path": "members", "value": [{"value": user.json()["id"]}]}],
+    }
+    added = httpx.patch(f"{scim}/Groups/{group.json()['id']}", json=patch, headers=idp, timeout=30)
+    assert added.status_code in (200, 204), added.text
+
+    seconds = wait_until(
+        lambda: stack.getent(username) is not None and ("phys", username) in stack.associations(),
+        timeout=30,
+        what=f"{username} through sssd and in sacctmgr",
+    )
+    assert stack.sssd is not None and stack.sssd.authorized_keys(username)[0].endswith("kim@laptop")
+    assert (stack.getent(username) or "").split(":")[4] == "Kim Wexler"
+    print(f"SCIM push to sssd + sacctmgr: {time.monotonic() - started:.2f} s (poll {seconds:.2f} s)")
