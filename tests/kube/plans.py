@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import datetime
+import itertools
 from typing import Any
 
 from sup.config import KubeSettings, Settings
@@ -41,16 +42,24 @@ def group(name: str, gid: int, *members: str) -> DesiredGroup:
     )
 
 
+_versions = itertools.count(1)
+
+
 def served(
     manifest: dict[str, Any], *, manager: str = "sup", uid: str = "uid-1", **metadata: Any
 ) -> ObservedObject:
-    """What the API server holds after `manager` applied `manifest`: plus its defaults."""
+    """What the API server holds after `manager` applied `manifest`: plus its defaults, and a
+    resourceVersion of its own (the API server gives every write a new one)."""
     body = copy.deepcopy(manifest)
     body.pop("apiVersion", None)
     body.pop("kind", None)
     meta = body["metadata"]
     meta.update(
-        {"uid": uid, "resourceVersion": "1", "managedFields": [{"manager": manager, "operation": "Apply"}]}
+        {
+            "uid": uid,
+            "resourceVersion": str(next(_versions)),
+            "managedFields": [{"manager": manager, "operation": "Apply"}],
+        }
     )
     meta.update(metadata)
     kind = KIND_OF[manifest["kind"]]

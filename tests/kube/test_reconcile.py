@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from sup.targets.kube.render import Renderer
 from tests.kube.site import Site
 from tests.support.keys import ed25519_key
 
@@ -341,3 +342,26 @@ def test_the_deletion_limit_holds_mass_deactivations(make_site: Callable[..., Si
     assert site.names("workload") == {"login-ann", "login-bob"}
     site.reconcile(force=True)
     assert site.names("workload") == set()
+
+
+def test_a_pass_does_not_render_again_what_it_found_in_sync(site: Site, monkeypatch: Any) -> None:
+    """The memo (sup/targets/kube/memo.py): objects a pass found in sync, whose user and whose copy on
+    the API server have not changed since, are neither rendered nor compared again; a changed user's
+    objects are (the hand edits and settings tests above show drift and new settings still count)."""
+    site.add_user("kim")
+    site.add_user("saul")
+    site.converge()  # its second pass found everything in sync
+    rendered: list[str] = []
+    original = Renderer._render
+
+    def counting(self: Renderer, kind: str, *args: Any) -> Any:
+        rendered.append(kind)
+        return original(self, kind, *args)
+
+    monkeypatch.setattr(Renderer, "_render", counting)
+    assert site.plan().changes == []
+    assert rendered == []
+
+    site.update_user("kim", display_name="Kim Wexler")
+    assert site.plan().changes == []
+    assert sorted(rendered) == ["network_policy", "pvc", "service", "workload"]  # kim's only

@@ -22,13 +22,15 @@ import datetime
 import hashlib
 import json
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from sup.config import KubeSettings
-from sup.domain.desired import DesiredState
+from sup.domain.desired import DesiredState, DesiredUser
 from sup.targets.base import CREATE, DELETE, REPORT, UPDATE, Change
 from sup.targets.kube import names
 from sup.targets.kube.drift import differences
+from sup.targets.kube.memo import VERIFIED
 from sup.targets.kube.model import (
     API_KIND,
     NETWORK_POLICY,
@@ -39,7 +41,6 @@ from sup.targets.kube.model import (
     Observed,
     ObservedObject,
     Wanted,
-    needs,
 )
 from sup.targets.kube.render import Renderer
 from sup.targets.kube.values import InvalidValue, parse_quantity, parse_retention
@@ -59,10 +60,10 @@ def plan(
     now: datetime.datetime,
 ) -> list[Change]:
     changes: list[Change] = []
-    wanted = _wanted(desired, renderer, settings, changes)
+    wanted = _wanted(desired, observed, renderer, settings, changes)
     blocked = _blocked(wanted, observed, settings.namespace, changes)
     for key, item in wanted.items():
-        if key in blocked:
+        if key in blocked or item.verified is not None:
             continue
         have = observed.objects.get(key)
         if have is None:
@@ -73,7 +74,11 @@ def plan(
             )
             changes.append(Change(TARGET, REPORT, item.kind, item.name, {"reason": reason}, item.subject))
         else:
-            changes.extend(_update(item, have, settings))
+            found = _update(item, have, settings)
+            changes.extend(found)
+            version = have.resource_version
+            if not found and item.inputs is not None and version is not None:
+                VERIFIED.remember((settings.namespace, *key), item.inputs, version, item.needed)
     retention = parse_retention(settings.pvc_retention)
     for key, have in observed.objects.items():
         if key in wanted or have.terminating:
@@ -94,14 +99,17 @@ def _order(change: Change) -> tuple[int, int, str, str]:
 
 
 def _wanted(
-    desired: DesiredState, renderer: Renderer, settings: KubeSettings, changes: list[Change]
+    desired: DesiredState,
+    observed: Observed,
+    renderer: Renderer,
+    settings: KubeSettings,
+    changes: list[Change],
 ) -> dict[tuple[str, str], Wanted]:
     items: list[Wanted] = []
     for name in sorted(desired.users):
         user = desired.users[name]
         if user.active:
-            items.append(renderer.home(user))
-            items.extend(renderer.user_login(user))
+            items.extend(_user_objects(user, observed, renderer, settings.namespace))
     for group_name in settings.group_pods:
         group = desired.groups.get(group_name)
         if group is None:
@@ -128,6 +136,24 @@ def _wanted(
     return wanted
 
 
+def _user_objects(user: DesiredUser, observed: Observed, renderer: Renderer, namespace: str) -> list[Wanted]:
+    """A user's home claim and login objects: rendered, or, when the memo has every one of them in
+    sync with the same inputs at the resourceVersion just read, taken as they are (memo.py)."""
+    owner = names.Owner("user", user.username)
+    inputs = renderer.user_inputs(user)
+    keys = [(PVC, owner.home), (NETWORK_POLICY, owner.login), (SERVICE, owner.login), (WORKLOAD, owner.login)]
+    remembered = []
+    for kind, name in keys:
+        have = observed.objects.get((kind, name))
+        needs_ = VERIFIED.verified((namespace, kind, name), inputs, have.resource_version if have else None)
+        if needs_ is None:
+            break
+        remembered.append(Wanted(kind, owner, {}, inputs, needs_))
+    else:
+        return remembered
+    return [replace(w, inputs=inputs) for w in (renderer.home(user), *renderer.user_login(user))]
+
+
 def _blocked(
     wanted: Mapping[tuple[str, str], Wanted], observed: Observed, namespace: str, changes: list[Change]
 ) -> set[tuple[str, str]]:
@@ -145,7 +171,7 @@ def _blocked(
     for key, item in wanted.items():
         if item.kind != WORKLOAD or key in blocked:
             continue
-        missing = [n for n in needs(item.kind, item.name, item.manifest) if n in blocked]
+        missing = [n for n in item.needed if n in blocked]
         if missing:
             blocked.add(key)
             what = " and ".join(_describe(kind, name) for kind, name in missing)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,15 +26,28 @@ KIND_OF = {api: kind for kind, api in API_KIND.items()}
 
 @dataclass(frozen=True)
 class Wanted:
-    """One object the desired state calls for, rendered, with SUP's labels and annotations."""
+    """One object the desired state calls for, rendered, with SUP's labels and annotations.
+
+    `inputs`: what the manifest was rendered from, when the memo may remember it (memo.py).
+    `verified`: set instead of a manifest when the memo knows the object is in sync: its needs.
+    """
 
     kind: str
     owner: Owner
     manifest: Manifest
+    inputs: Hashable | None = None
+    verified: tuple[tuple[str, str], ...] | None = None
 
     @property
     def name(self) -> str:
-        return str(self.manifest["metadata"]["name"])
+        return self.owner.home if self.kind == PVC else self.owner.login  # as render._own sets it
+
+    @property
+    def needed(self) -> list[tuple[str, str]]:
+        """What this object must not run without (see `needs`)."""
+        if self.verified is not None:
+            return list(self.verified)
+        return needs(self.kind, self.name, self.manifest)
 
     @property
     def subject(self) -> str | None:
@@ -69,6 +82,11 @@ class ObservedObject:
     @property
     def uid(self) -> str:
         return str(self.metadata.get("uid", ""))
+
+    @property
+    def resource_version(self) -> str | None:
+        version = self.metadata.get("resourceVersion")
+        return str(version) if version else None
 
     @property
     def labels(self) -> Mapping[str, str]:

@@ -13,8 +13,9 @@ written.
 
 from __future__ import annotations
 
+import hashlib
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +72,11 @@ class Renderer:
         self.namespace = settings.namespace
         self.values = _template_settings(settings)
         self.network = _network(settings)
+        self.fingerprint = _fingerprint(settings, search)
+
+    def user_inputs(self, user: DesiredUser) -> Hashable:
+        """Everything a user's objects are rendered from (the memo's key, memo.py)."""
+        return (self.fingerprint, user)
 
     # --- per user and per group ------------------------------------------------------------------
 
@@ -139,6 +145,16 @@ class Renderer:
         manifest = _prune(manifest)
         _own(manifest, kind, owner, component, self.namespace)
         return Wanted(kind, owner, manifest)
+
+
+def _fingerprint(settings: KubeSettings, search: list[str]) -> str:
+    """A hash of what rendering depends on besides the user: the settings and every template text."""
+    digest = hashlib.sha256(settings.model_dump_json().encode())
+    for directory in search:
+        for path in sorted(Path(directory).rglob("*")):
+            if path.is_file():
+                digest.update(str(path).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
 
 
 def _parse(text: str) -> Any:
