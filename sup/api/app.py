@@ -19,6 +19,8 @@ from sup.reconcile.router import router as reconcile_router
 from sup.reconcile.worker import Reconciler
 from sup.scim.router import router as scim_router
 from sup.slurm_accounts.router import router as slurm_router
+from sup.sources.keycloak.scheduler import KeycloakPuller
+from sup.sources.router import router as sources_router
 from sup.store.session import make_engine, make_sessionmaker
 from sup.tokens.router import router as tokens_router
 from sup.users.router import router as users_router
@@ -35,14 +37,24 @@ def create_app(settings: Settings, engine: Engine | None = None, *, reconciler: 
     """The app; with `reconciler`, it also runs the background reconciler while it serves."""
     engine = engine or make_engine(settings.database_url)
     worker = Reconciler(settings, engine) if reconciler else None
+    # The Keycloak pull runs where the reconciler leads (one replica), beside it.
+    puller = (
+        KeycloakPuller(settings, engine, is_leader=lambda: worker.lease.leading)
+        if worker is not None and settings.keycloak is not None
+        else None
+    )
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         if worker is not None:
             worker.start()
+        if puller is not None:
+            puller.start()
         try:
             yield
         finally:
+            if puller is not None:
+                puller.stop()
             if worker is not None:
                 worker.stop()
 
@@ -64,6 +76,7 @@ def create_app(settings: Settings, engine: Engine | None = None, *, reconciler: 
         audit_router,
         health_router,
         scim_router,
+        sources_router,
     )
     for router in routers:
         app.include_router(router)
