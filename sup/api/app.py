@@ -12,9 +12,11 @@ from sup import __version__
 from sup.api import errors
 from sup.api.health import router as health_router
 from sup.api.middleware import BodyLimitMiddleware, MetricsMiddleware, RequestIdMiddleware
+from sup.api.oidc import OidcVerifier
 from sup.audit.router import router as audit_router
 from sup.config import Settings
 from sup.groups.router import router as groups_router
+from sup.me.router import router as me_router
 from sup.reconcile.router import router as reconcile_router
 from sup.reconcile.worker import Reconciler
 from sup.scim.router import router as scim_router
@@ -65,6 +67,7 @@ def create_app(settings: Settings, engine: Engine | None = None, *, reconciler: 
     app.state.engine = engine
     app.state.sessions = make_sessionmaker(engine)
     app.state.reconciler = worker
+    app.state.oidc = OidcVerifier(settings.oidc) if settings.oidc is not None else None
 
     # Each router carries its full path (API_PREFIX included): route templates in metrics stay exact.
     routers = (
@@ -77,6 +80,7 @@ def create_app(settings: Settings, engine: Engine | None = None, *, reconciler: 
         health_router,
         scim_router,
         sources_router,
+        me_router,
     )
     for router in routers:
         app.include_router(router)

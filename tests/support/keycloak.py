@@ -52,7 +52,9 @@ def find_keycloak() -> Path:
         [str(FETCH_SCRIPT), "--cached-only"], capture_output=True, text=True, timeout=60, check=False
     )
     if result.returncode != 0 or not result.stdout.strip():
-        raise KeycloakUnavailable("Keycloak is not fetched yet: run scripts/fetch-keycloak (scripts/setup --dev)")
+        raise KeycloakUnavailable(
+            "Keycloak is not fetched: run scripts/fetch-keycloak (scripts/setup --dev does)"
+        )
     return Path(result.stdout.strip().splitlines()[-1])
 
 
@@ -83,8 +85,13 @@ class KeycloakServer:
             f"--http-port={self.port}", "--http-management-port=0", "--log-level=warn",
         ]  # fmt: skip
         self._log = (self._dir / "keycloak.log").open("wb")
-        self._process = subprocess.Popen(  # noqa: S603 - fixed command
-            command, cwd=self._dir, env=env, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True
+        self._process = subprocess.Popen(
+            command,
+            cwd=self._dir,
+            env=env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -115,14 +122,13 @@ class KeycloakServer:
 
     def admin(self, realm: str = "master") -> KeycloakAdmin:
         """An admin client (the bootstrap admin) working on `realm`."""
-        admin = KeycloakAdmin(
+        return KeycloakAdmin(
             server_url=self.url,
             username=ADMIN_USER,
             password=ADMIN_PASSWORD,
             realm_name=realm,
             user_realm_name="master",
         )
-        return admin
 
     def new_realm(self, *, admin_events: bool = True) -> Realm:
         return Realm.create(self, f"r{uuid.uuid4().hex[:10]}", admin_events=admin_events)
@@ -240,6 +246,8 @@ class Realm:
             "emailVerified": True,
             "attributes": attributes or {},
         }
+        if password and not email:
+            email = f"{username.lower()}@example.test"  # a login needs a complete profile
         if email:
             body["email"] = email
         body["firstName"] = first or username.capitalize()
