@@ -162,7 +162,7 @@ def _read_named(
     groups: dict[str, KcGroup] = {}
     if group_event:
         # A group created, renamed, moved or deleted: the group tree is small, read it whole (and the
-        # members of groups that are new to SUP).
+        # members of every group: a new or moved group may hold anybody).
         groups = source.groups()
         snapshot.groups = groups
     user_groups = {u: source.user_groups(u) for u in sorted(member_users & set(snapshot.users))}
