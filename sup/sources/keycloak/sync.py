@@ -26,7 +26,6 @@ Every change goes through the services, which validate, allocate ids, audit and 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -275,7 +274,7 @@ def apply(
             )
 
     group_ids = _sync_groups(session, settings, store, snapshot, scope, report)
-    _sync_members(session, store, snapshot, scope, group_ids, report)
+    _sync_members(session, settings, store, snapshot, scope, group_ids, report)
     return report
 
 
@@ -496,6 +495,7 @@ def _sync_group(
 
 def _sync_members(
     session: Session,
+    settings: Settings,
     store: _Store,
     snapshot: RealmSnapshot,
     scope: Scope,
@@ -530,28 +530,27 @@ def _sync_members(
         within = checked.get(kc_gid)
         add = members - current
         remove = {u for u in current - members if within is None or u in within}
-        _apply_members(session, group, add, remove, by_id, report)
+        _apply_members(session, settings, group, add, remove, by_id, report)
 
 
 def _apply_members(
     session: Session,
+    settings: Settings,
     group: Group,
-    add: Iterable[int],
-    remove: Iterable[int],
+    add: set[int],
+    remove: set[int],
     by_id: dict[int, User],
     report: SyncReport,
 ) -> None:
-    for user_id in sorted(add):
-        user = by_id.get(user_id)
-        if user is not None:
-            name = user.username
-            _guarded(session, report, f"member {name!r} of {group.name!r}",
-                     lambda n=name: groups.put_member(session, ACTOR, group.name, n))  # fmt: skip
-            report.members_added += 1
-    for user_id in sorted(remove):
-        member = session.get(User, user_id)
-        if member is not None:
-            name = member.username
-            _guarded(session, report, f"member {name!r} of {group.name!r}",
-                     lambda n=name: groups.delete_member(session, ACTOR, group.name, n))  # fmt: skip
-            report.members_removed += 1
+    """One member-list change per group (one audit entry and version bump, however many members)."""
+    if not add and not remove:
+        return
+    names = {m.user.username for m in group.memberships if m.user_id not in remove}
+    names |= {by_id[u].username for u in add if u in by_id}
+
+    def change() -> None:
+        groups.update_group(session, settings, ACTOR, group.name, GroupPatch(members=sorted(names)))
+        report.members_added += len(add)
+        report.members_removed += len(remove)
+
+    _guarded(session, report, f"members of {group.name!r}", change)
