@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
 
@@ -98,30 +99,26 @@ class RealmReader:
 
     def get(self, path: str, **params: Any) -> Any:
         """GET a path below the realm's admin API; anything but 200 with JSON is a ReadFailed."""
+        return self._get(path, params, missing_ok=False)
+
+    def get_or_none(self, path: str, **params: Any) -> Any:
+        """Like get, but a 404 is an answer (the object is gone) rather than a failure."""
+        return self._get(path, params, missing_ok=True)
+
+    def _get(self, path: str, params: dict[str, Any], *, missing_ok: bool) -> Any:
         self.requests += 1
         try:
             response = self.admin.connection.raw_get(f"{self.base}/{path}", **params)
         except (KeycloakError, RequestException) as exc:
             raise ReadFailed(f"GET {path}: {type(exc).__name__}: {_short(str(exc))}") from None
+        if missing_ok and response.status_code == 404:
+            return None
         if response.status_code != 200:
             raise ReadFailed(f"GET {path}: HTTP {response.status_code}: {_short(response.text)}")
         try:
             return response.json()
         except ValueError:
             raise ReadFailed(f"GET {path}: the answer is not JSON") from None
-
-    def get_or_none(self, path: str, **params: Any) -> Any:
-        """Like get, but a 404 is an answer (the object is gone) rather than a failure."""
-        self.requests += 1
-        try:
-            response = self.admin.connection.raw_get(f"{self.base}/{path}", **params)
-        except (KeycloakError, RequestException) as exc:
-            raise ReadFailed(f"GET {path}: {type(exc).__name__}: {_short(str(exc))}") from None
-        if response.status_code == 404:
-            return None
-        if response.status_code != 200:
-            raise ReadFailed(f"GET {path}: HTTP {response.status_code}: {_short(response.text)}")
-        return response.json()
 
     def pages(self, path: str, **params: Any) -> Iterator[dict[str, Any]]:
         size = self.settings.page_size
@@ -195,23 +192,25 @@ class RealmReader:
         }
 
     def admin_events(self, since_ms: int) -> list[dict[str, Any]]:
-        """Admin events on users, groups and memberships at or after `since_ms`, oldest first."""
-        events = list(
-            self.pages(
-                "admin-events",
-                dateFrom=_iso_date(since_ms),
-                resourceTypes=["USER", "GROUP", "GROUP_MEMBERSHIP"],
+        """Admin events on users, groups and memberships at or after `since_ms`, oldest first.
+
+        Keycloak 26 takes `dateFrom` in epoch milliseconds; older servers take only a day
+        (yyyy-MM-dd), which returns the whole day: the exact cut is made here either way."""
+        kinds = ["USER", "GROUP", "GROUP_MEMBERSHIP"]
+        try:
+            found = list(
+                self.pages("admin-events", dateFrom=str(since_ms), direction="asc", resourceTypes=kinds)
             )
-        )
-        events = [e for e in events if int(e.get("time", 0)) >= since_ms]
+        except ReadFailed as exc:
+            if "HTTP 400" not in str(exc):
+                raise
+            found = list(self.pages("admin-events", dateFrom=_day(since_ms), resourceTypes=kinds))
+        events = [e for e in found if int(e.get("time", 0)) >= since_ms]
         events.sort(key=lambda e: int(e.get("time", 0)))
         return events
 
 
-def _iso_date(ms: int) -> str:
-    from datetime import UTC, datetime
-
-    # dateFrom takes a day (yyyy-MM-dd); the exact cut is made by the caller on each event's time.
+def _day(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d")
 
 
