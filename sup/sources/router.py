@@ -17,6 +17,7 @@ from sup.store.models import SourceState
 
 router = APIRouter(prefix=API_PREFIX, tags=["sources"])
 SourceName = Literal["keycloak"]
+SYNC_WAIT_SECONDS = 30.0
 
 
 class SyncRequest(Body):
@@ -60,7 +61,8 @@ async def post_sync(ctx: Operator, name: SourceName, body: SyncRequest | None = 
     `refused` is set (and nothing changed) when the answer would suspend too many users."""
     _configured(ctx)
     request = body or SyncRequest()
+    # An incremental pull holds the lock for moments; a full one that is running answers 409 after this.
     report = await run_in_threadpool(
-        full_sync, ctx.settings, ctx.engine, ctx.sessions, force=request.force, wait=0
+        full_sync, ctx.settings, ctx.engine, ctx.sessions, force=request.force, wait=SYNC_WAIT_SECONDS
     )
     return report.as_json()
