@@ -6,7 +6,6 @@ import typer
 
 from sup.cli.common import Exit, context, err, fail, out, print_json
 from sup.errors import Conflict
-from sup.sources.keycloak.runner import full_sync
 from sup.store.session import make_sessionmaker
 
 app = typer.Typer(help="Pull identities from a source now (`sup serve` also does it on a schedule).")
@@ -23,6 +22,8 @@ def keycloak(
     """A full pull from the realm. Exit 0 when done (conflicts are reported), 7 when refused because
     it would suspend too many users (nothing changed; check, then --force), 8 when Keycloak could not be
     read or some users or groups could not be written."""
+    from sup.sources.keycloak.runner import full_sync  # python-keycloak: only imported when used
+
     cli = context()
     cli.require_migrated()
     if cli.settings.keycloak is None:

@@ -275,6 +275,8 @@ def apply(
 
     group_ids = _sync_groups(session, settings, store, snapshot, scope, report)
     _sync_members(session, settings, store, snapshot, scope, group_ids, report)
+    for conflict in report.conflicts:
+        log.warning("keycloak sync conflict: %s", conflict)
     return report
 
 
@@ -319,8 +321,8 @@ def _sync_user(session: Session, settings: Settings, store: _Store, kc: KcUser, 
         if holder is not None:
             if holder.source == SOURCE:
                 report.conflicts.append(
-                    f"Keycloak users {kc.username!r} and {holder.external_id!r} both give username "
-                    f"{username!r}; {kc.username!r} is not provisioned"
+                    f"Keycloak user {kc.username!r} gives username {username!r}, which another Keycloak "
+                    f"user (id {holder.external_id}) already has; {kc.username!r} is not provisioned"
                 )
                 return
             if not settings.sources.may_take_over(SOURCE, holder.source):
