@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -83,6 +84,14 @@ def test_keycloak_tokens_on_the_admin_api(
     assert answer.status_code == 401 and olivia not in answer.text
     wrong_issuer = client_for(make_settings(oidc=_oidc(realm, issuer=realm.issuer + "x")))
     assert wrong_issuer.get("/api/v1/users", headers=_bearer(olivia)).status_code == 401
+
+    # An expired token: the realm hands out one-second tokens, and no leeway is allowed.
+    realm.admin.update_realm(realm.name, {"accessTokenLifespan": 1})
+    short = realm.token("olivia", "pw-olivia")
+    strict = client_for(make_settings(oidc=_oidc(realm, leeway_seconds=0)))
+    time.sleep(2.5)
+    answer = strict.get("/api/v1/users", headers=_bearer(short))
+    assert answer.status_code == 401 and "expired" in answer.json()["detail"]
 
 
 @pytest.mark.usefixtures("roles")
