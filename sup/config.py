@@ -482,10 +482,116 @@ def _strictly_inside(inner: str, outer: str) -> bool:
 
 
 class KeycloakSettings(_Section):
-    url: str
-    realm: str
-    client_id: str
+    """The Keycloak source (settings key `keycloak`): SUP pulls users, groups and memberships from a
+    realm with a confidential client's service account (client_credentials). The account needs the
+    realm-management roles view-users, query-users, query-groups (and view-events for `admin_events`).
+    """
+
+    url: str = Field(description="Keycloak's base URL, e.g. https://id.example.org (no /realms/...)")
+    realm: str = Field(min_length=1)
+    client_id: str = Field(min_length=1)
     client_secret: SecretStr
+    interval_seconds: int = Field(
+        900, ge=0, description="seconds between scheduled full pulls in `sup serve`; 0: only on demand"
+    )
+    admin_events: bool = Field(
+        True,
+        description="between full pulls, read the realm's admin events (USER, GROUP, GROUP_MEMBERSHIP) "
+        "every events_seconds and re-read only what they name; needs admin events on in the realm",
+    )
+    events_seconds: float = Field(30, ge=1, description="seconds between admin-event reads")
+    page_size: int = Field(500, ge=1, le=5000, description="users, groups or members per request")
+    timeout_seconds: int = Field(30, ge=1, le=600, description="per-request timeout")
+    verify_tls: bool = True
+    ca_file: str | None = Field(None, description="CA certificates (PEM) for Keycloak's TLS; default: system")
+    groups_path: str = Field(
+        "/",
+        description="only groups at or below this path are pulled (e.g. /hpc); '/' pulls every group",
+    )
+    group_names: Literal["name", "path"] = Field(
+        "name",
+        description="a group's POSIX name comes from its own name (`name`: /hpc/gpu -> gpu) or from its "
+        "path below groups_path (`path`: /hpc/gpu -> hpc-gpu with groups_path '/'), derived by the "
+        "`naming` rules (lower case, other characters replaced; long names hashed)",
+    )
+    path_separator: Literal["-", "_", "."] = Field("-", description="joins path parts with group_names=path")
+    ssh_key_attribute: str = Field("sshPublicKey", description="user attribute holding OpenSSH keys")
+    uid_attribute: str = Field("uidNumber", description="user attribute with a uid to honour, if any")
+    gid_attribute: str = Field("gidNumber", description="user attribute with the private group's gid")
+    shell_attribute: str = Field("loginShell", description="user attribute with the login shell")
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, value: str) -> str:
+        if not re.fullmatch(r"https?://[^/?#\s]+(/[^?#\s]*)?", value):
+            raise ValueError("must be http(s)://HOST[:PORT][/PATH]")
+        return value.rstrip("/")
+
+    @field_validator("groups_path")
+    @classmethod
+    def _path(cls, value: str) -> str:
+        if not value.startswith("/"):
+            raise ValueError("must start with '/'")
+        return value.rstrip("/") or "/"
+
+
+OidcRole = Literal["admin", "operator", "viewer"]
+
+
+def _default_oidc_roles() -> dict[str, OidcRole]:
+    return {"sup-admin": "admin", "sup-operator": "operator", "sup-viewer": "viewer"}
+
+
+class OidcSettings(_Section):
+    """OIDC access tokens on the admin API (settings key `oidc`), e.g. from a Keycloak realm.
+
+    A bearer that is not a SUP token is verified as a JWT: signature by the issuer's JWKS (cached,
+    re-read when a token names an unknown key), `iss`, `aud` and `exp`. Its roles map to SUP roles.
+    """
+
+    issuer: str = Field(description="the `iss` of accepted tokens, e.g. https://id.example.org/realms/hpc")
+    audience: str = Field(description="must be in the token's `aud` (Keycloak: an audience mapper)")
+    jwks_url: str | None = Field(None, description="default: from the issuer's OpenID discovery document")
+    roles: dict[str, OidcRole] = Field(
+        default_factory=_default_oidc_roles,
+        description="token role -> SUP role; the highest one a token holds counts",
+    )
+    role_client: str | None = Field(
+        None, description="read client roles of this client (resource_access); default: realm roles"
+    )
+    username_claim: str = Field("preferred_username", description="claim naming the person in logs")
+    self_service: bool = Field(
+        True, description="people may read /api/v1/me and manage their own keys at /api/v1/me/ssh-keys"
+    )
+    jwks_cache_seconds: int = Field(300, ge=0, description="how long the JWKS is kept before re-reading")
+    leeway_seconds: int = Field(30, ge=0, le=300, description="clock skew allowed on exp/nbf")
+    verify_tls: bool = True
+    ca_file: str | None = None
+
+
+class SourcePolicy(_Section):
+    """Which source may change what another source owns (settings key `sources`)."""
+
+    precedence: list[str] = Field(
+        default_factory=list,
+        description="sources, strongest first (`keycloak`, `scim:NAME` or `scim:*`, `api`, `import`): a "
+        "source may take over a user or group owned by a source listed after it; a source not listed "
+        "never takes over anything (the conflict is reported instead)",
+    )
+
+    def may_take_over(self, taker: str, owner: str) -> bool:
+        """Whether `taker` may rewrite (and so own) what `owner` holds."""
+
+        def rank(source: str) -> int | None:
+            for index, entry in enumerate(self.precedence):
+                if entry == source or (entry.endswith(":*") and source.startswith(entry[:-1])):
+                    return index
+            return None
+
+        if taker == owner:
+            return True
+        mine, theirs = rank(taker), rank(owner)
+        return mine is not None and (theirs is None or mine < theirs)
 
 
 class ReconcileSettings(_Section):
@@ -597,6 +703,8 @@ class Settings(BaseSettings):
     slurm: SlurmSettings | None = None
     kube: KubeSettings | None = None
     keycloak: KeycloakSettings | None = None
+    oidc: OidcSettings | None = None
+    sources: SourcePolicy = SourcePolicy()
     reconcile: ReconcileSettings = ReconcileSettings()
     lifecycle: LifecycleSettings = LifecycleSettings()
     scim: ScimSettings = ScimSettings()

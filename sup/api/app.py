@@ -12,13 +12,17 @@ from sup import __version__
 from sup.api import errors
 from sup.api.health import router as health_router
 from sup.api.middleware import BodyLimitMiddleware, MetricsMiddleware, RequestIdMiddleware
+from sup.api.oidc import OidcVerifier
 from sup.audit.router import router as audit_router
 from sup.config import Settings
 from sup.groups.router import router as groups_router
+from sup.me.router import router as me_router
 from sup.reconcile.router import router as reconcile_router
 from sup.reconcile.worker import Reconciler
 from sup.scim.router import router as scim_router
 from sup.slurm_accounts.router import router as slurm_router
+from sup.sources.keycloak.scheduler import KeycloakPuller
+from sup.sources.router import router as sources_router
 from sup.store.session import make_engine, make_sessionmaker
 from sup.tokens.router import router as tokens_router
 from sup.users.router import router as users_router
@@ -35,14 +39,24 @@ def create_app(settings: Settings, engine: Engine | None = None, *, reconciler: 
     """The app; with `reconciler`, it also runs the background reconciler while it serves."""
     engine = engine or make_engine(settings.database_url)
     worker = Reconciler(settings, engine) if reconciler else None
+    # The Keycloak pull runs where the reconciler leads (one replica), beside it.
+    puller = (
+        KeycloakPuller(settings, engine, is_leader=lambda: worker.lease.leading)
+        if worker is not None and settings.keycloak is not None
+        else None
+    )
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         if worker is not None:
             worker.start()
+        if puller is not None:
+            puller.start()
         try:
             yield
         finally:
+            if puller is not None:
+                puller.stop()
             if worker is not None:
                 worker.stop()
 
@@ -53,6 +67,7 @@ def create_app(settings: Settings, engine: Engine | None = None, *, reconciler: 
     app.state.engine = engine
     app.state.sessions = make_sessionmaker(engine)
     app.state.reconciler = worker
+    app.state.oidc = OidcVerifier(settings.oidc) if settings.oidc is not None else None
 
     # Each router carries its full path (API_PREFIX included): route templates in metrics stay exact.
     routers = (
@@ -64,6 +79,8 @@ def create_app(settings: Settings, engine: Engine | None = None, *, reconciler: 
         audit_router,
         health_router,
         scim_router,
+        sources_router,
+        me_router,
     )
     for router in routers:
         app.include_router(router)

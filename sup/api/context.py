@@ -17,6 +17,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
+from sup.api.oidc import InvalidToken, OidcIdentity, OidcVerifier, looks_like_jwt
 from sup.config import Settings
 from sup.errors import FieldError, InvalidInput
 from sup.store.audit import Actor
@@ -43,6 +44,18 @@ def _unauthorized(detail: str) -> HTTPException:
     return HTTPException(401, detail, headers={"WWW-Authenticate": 'Bearer realm="sup"'})
 
 
+def oidc_identity(request: Request, bearer: str) -> OidcIdentity | None:
+    """The verified OIDC identity behind a JWT bearer, when OIDC is configured; None for SUP's own
+    tokens. An OIDC token that does not verify is a 401 (the reason, never the token, is shown)."""
+    verifier: OidcVerifier | None = getattr(request.app.state, "oidc", None)
+    if verifier is None or not looks_like_jwt(bearer):
+        return None
+    try:
+        return verifier.verify(bearer)
+    except InvalidToken as exc:
+        raise _unauthorized(str(exc)) from None
+
+
 def requires(needed: Role) -> object:
     def dependency(
         request: Request, credentials: HTTPAuthorizationCredentials | None = Depends(_bearer)
@@ -50,11 +63,17 @@ def requires(needed: Role) -> object:
         if credentials is None or credentials.scheme.lower() != "bearer":
             raise _unauthorized("a bearer token is required (Authorization: Bearer ...)")
         sessions: sessionmaker[Session] = request.app.state.sessions
-        with sessions.begin() as session:
-            token = authenticate(session, credentials.credentials)
-            if token is None:
-                raise _unauthorized("the bearer token is not valid (unknown, revoked or expired)")
-            name, role = token.name, token.role
+        identity = oidc_identity(request, credentials.credentials)
+        if identity is not None:
+            if identity.role is None:
+                raise HTTPException(403, f"the OIDC token of {identity.username!r} grants no SUP role")
+            name, role = f"oidc:{identity.username}", identity.role.value
+        else:
+            with sessions.begin() as session:
+                token = authenticate(session, credentials.credentials)
+                if token is None:
+                    raise _unauthorized("the bearer token is not valid (unknown, revoked or expired)")
+                name, role = token.name, token.role
         if not role_allows(role, needed):
             raise HTTPException(403, f"token {name!r} has role {role}; this needs {needed.value}")
         actor = Actor(name=name, role=role, request_id=getattr(request.state, "request_id", None))

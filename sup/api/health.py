@@ -21,7 +21,7 @@ def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@router.get("/readyz", summary="Readiness: database reachable and migrated; target configuration")
+@router.get("/readyz", summary="Readiness: database reachable and migrated; targets and sources")
 def readyz(request: Request) -> JSONResponse:
     settings: Settings = request.app.state.settings
     database: dict[str, Any] = {}
@@ -37,7 +37,13 @@ def readyz(request: Request) -> JSONResponse:
         database = {"state": "unreachable", "error": type(exc).__name__}
         ready = False
     targets = {t: ("configured" if settings.target_enabled(t) else "disabled") for t in TARGETS}
-    body = {"status": "ready" if ready else "not_ready", "database": database, "targets": targets}
+    sources = {"keycloak": "configured" if settings.keycloak is not None else "disabled"}
+    body = {
+        "status": "ready" if ready else "not_ready",
+        "database": database,
+        "targets": targets,
+        "sources": sources,
+    }
     worker = getattr(request.app.state, "reconciler", None)
     # The reconciler's view: which replica leads, and how each target fared in the last pass (a target
     # that is down shows here; the API itself stays ready and keeps accepting writes).

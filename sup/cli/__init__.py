@@ -7,7 +7,7 @@ import logging
 import typer
 
 from sup import __version__
-from sup.cli import db, identities, reconcile, tokens
+from sup.cli import db, identities, reconcile, sync, tokens
 from sup.cli.common import Exit, context, fail
 from sup.cli.sssd import sssd_config
 
@@ -24,6 +24,7 @@ app.add_typer(db.app, name="db")
 app.add_typer(tokens.app, name="token")
 app.add_typer(identities.user_app, name="user")
 app.add_typer(identities.group_app, name="group")
+app.add_typer(sync.app, name="sync")
 app.command()(reconcile.plan)
 app.command()(reconcile.reconcile)
 app.command(name="sssd-config")(sssd_config)

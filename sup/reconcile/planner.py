@@ -184,6 +184,13 @@ def _count(result: TargetPass, seconds: float, apply: bool) -> None:
 MIN_USERS_FOR_SHARE = 5
 
 
+def too_many_suspensions(settings: Settings, count: int, total: int) -> bool:
+    """Whether locking or removing `count` of `total` active users is over reconcile's limits (the
+    same rule for the targets here and for a source about to suspend people, sup/sources)."""
+    limit, share = settings.reconcile.max_suspensions, settings.reconcile.max_suspension_share
+    return count > limit or (count > MIN_USERS_FOR_SHARE and total > 0 and count / total > share)
+
+
 def mass_change(settings: Settings, desired: DesiredState, baseline: frozenset[str]) -> str | None:
     """Why applying would lock or remove too many of the users a target holds active, or None.
 
@@ -194,8 +201,7 @@ def mass_change(settings: Settings, desired: DesiredState, baseline: frozenset[s
     leaving = sorted(u for u in baseline if u not in desired.users or not desired.users[u].active)
     count, total = len(leaving), len(baseline)
     limit, share = settings.reconcile.max_suspensions, settings.reconcile.max_suspension_share
-    too_many = count > limit or (count > MIN_USERS_FOR_SHARE and total > 0 and count / total > share)
-    if not too_many:
+    if not too_many_suspensions(settings, count, total):
         return None
     shown = ", ".join(leaving[:5]) + (", ..." if count > 5 else "")
     return (

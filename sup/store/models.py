@@ -310,3 +310,18 @@ class OutboxMark(Base):
     name: Mapped[str] = mapped_column(String(64), primary_key=True)
     generation: Mapped[int] = mapped_column(Integer, default=1)
     marked_at: Mapped[datetime] = mapped_column(default=utcnow, index=True)
+
+
+class SourceState(Base):
+    """Where a pulling source (Keycloak) stands: its last full pull, the admin-event cursor, and how
+    the last attempt went (shown by `sup sync` and the sources endpoint)."""
+
+    __tablename__ = "source_state"
+
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    last_full_at: Mapped[datetime | None] = mapped_column()
+    # The time (ms since the epoch, Keycloak's clock) of the newest admin event already applied.
+    event_cursor: Mapped[int | None] = mapped_column(BigInteger)
+    last_attempt_at: Mapped[datetime | None] = mapped_column()
+    last_error: Mapped[str | None] = mapped_column(Text)
+    last_result: Mapped[dict[str, Any] | None] = mapped_column(JsonType)

@@ -106,10 +106,25 @@ def private_gid_ranges(settings: Settings) -> list[IdRange]:
     return ranges
 
 
-def _set_ssh_keys(session: Session, settings: Settings, user: User, lines: list[str], origin: str) -> None:
-    """Make `lines` the user's keys (by fingerprint), keeping the rows of keys that stay."""
+def _set_ssh_keys(
+    session: Session,
+    settings: Settings,
+    user: User,
+    lines: list[str],
+    origin: str,
+    *,
+    only_origin: bool = False,
+) -> None:
+    """Make `lines` the user's keys (by fingerprint), keeping the rows of keys that stay.
+
+    With `only_origin`, `lines` replace only the keys of that origin (a source's own keys: the IdP's,
+    or the person's self-managed ones); keys of other origins stay, and a line that is already one of
+    them is left where it is."""
+    kept = {k.fingerprint: k for k in user.ssh_keys if only_origin and k.origin != origin}
+    if kept:
+        lines = [line for line in lines if parse_ssh_public_key(line).fingerprint not in kept]
     limit = settings.accounts.max_ssh_keys
-    if len(lines) > limit:
+    if len(lines) + len(kept) > limit:
         raise InvalidInput(
             FieldError("ssh_public_keys", f"{len(lines)} keys given; at most {limit} per user")
         )
@@ -137,7 +152,7 @@ def _set_ssh_keys(session: Session, settings: Settings, user: User, lines: list[
                 "a key identifies one person",
                 field=f"ssh_public_keys.{seen[fingerprint]}",
             )
-    current = {stored.fingerprint: stored for stored in user.ssh_keys}
+    current = {stored.fingerprint: stored for stored in user.ssh_keys if stored.fingerprint not in kept}
     for fingerprint, stored in current.items():
         if fingerprint not in seen:
             user.ssh_keys.remove(stored)
@@ -336,7 +351,10 @@ def update_user(
     expected_version: int | None = None,
     *,
     key_origin: str = "admin",
+    keys_of_origin_only: bool = False,
 ) -> User:
+    """Apply `patch`. With `keys_of_origin_only`, `ssh_public_keys` replaces only the keys of
+    `key_origin` (a source's own keys) and leaves the others."""
     user = require_user(session, username)
     check_version(user.version, expected_version, f"user {username!r}")
     before = snapshot(user)
@@ -355,7 +373,14 @@ def update_user(
     if "slurm_default_account" in changes:
         _check_default_account(session, changes["slurm_default_account"])
     if "ssh_public_keys" in changes:
-        _set_ssh_keys(session, settings, user, changes.pop("ssh_public_keys"), origin=key_origin)
+        _set_ssh_keys(
+            session,
+            settings,
+            user,
+            changes.pop("ssh_public_keys"),
+            origin=key_origin,
+            only_origin=keys_of_origin_only,
+        )
     if "groups" in changes:
         set_user_groups(session, user, groups_by_names(session, changes.pop("groups"), "groups"), user.source)
     if "active" in changes and changes["active"] != user.active:

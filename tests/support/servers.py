@@ -1,6 +1,6 @@
 """The real servers, one of each for the whole test session, shared by every test directory
 (registered as a pytest plugin by tests/conftest.py): slapd (one per directory schema), munge +
-MariaDB + slurmdbd, and etcd + kube-apiserver, plus the helm binary.
+MariaDB + slurmdbd, etcd + kube-apiserver, and Keycloak, plus the helm binary.
 
 Each starts on free loopback ports in a temp dir the first time a test asks for it. Tests isolate
 themselves inside a server (a fresh base DN, cluster or namespace), never by restarting it.
@@ -13,6 +13,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.support.helm import HelmUnavailable, find_helm
+from tests.support.keycloak import KeycloakServer, KeycloakUnavailable
 from tests.support.kubeapi import KubeApiServer, KubeApiUnavailable
 from tests.support.slapd import SlapdServer, SlapdUnavailable
 from tests.support.slurmdbd import SlurmdbdServer, SlurmdbdUnavailable
@@ -71,3 +72,15 @@ def helm_binary() -> str:
         return find_helm()
     except HelmUnavailable as exc:
         pytest.skip(str(exc))
+
+
+@pytest.fixture(scope="session")
+def keycloak() -> Iterator[KeycloakServer]:
+    try:
+        server = KeycloakServer().start()
+    except KeycloakUnavailable as exc:
+        pytest.skip(str(exc))
+    try:
+        yield server
+    finally:
+        server.stop()

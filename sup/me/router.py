@@ -1,0 +1,172 @@
+"""Self-service: a person with their own OIDC access token reads their provisioning status and
+manages their own SSH public keys (when `oidc.self_service` is on).
+
+The token's subject must be the `external_id` of a store user (Keycloak users pulled by SUP have
+Keycloak's user id there, which is the `sub` of their tokens); nothing else, not a username claim,
+ties a token to an account. Keys the person adds have origin `self`; keys from the identity
+provider (origin `idp`) and those an administrator set (`admin`) are listed but can only be changed
+where they come from. Every kind reaches LDAP.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, HTTPException, Request, Response
+from fastapi.security import HTTPAuthorizationCredentials
+from pydantic import BaseModel, Field
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from sup.api import API_PREFIX
+from sup.api.context import _bearer, _unauthorized, oidc_identity
+from sup.common.schemas import Body
+from sup.config import Settings
+from sup.domain.fields import SshKeyLine
+from sup.domain.sshkeys import parse_ssh_public_key
+from sup.errors import NotFound
+from sup.reconcile.status import UserStatus, status_of
+from sup.store.audit import Actor
+from sup.store.models import User
+from sup.users.schemas import UserPatch
+from sup.users.service import update_user
+
+router = APIRouter(prefix=f"{API_PREFIX}/me", tags=["self-service"])
+SELF = "self"
+
+
+@dataclass(frozen=True)
+class Person:
+    settings: Settings
+    request: Request
+    subject: str
+    actor: Actor
+
+
+def _person(request: Request, credentials: HTTPAuthorizationCredentials | None = Depends(_bearer)) -> Person:
+    settings: Settings = request.app.state.settings
+    if settings.oidc is None or not settings.oidc.self_service:
+        raise HTTPException(404, "self-service is not enabled on this site (oidc.self_service)")
+    if credentials is None:
+        raise _unauthorized("your OIDC access token is required (Authorization: Bearer ...)")
+    identity = oidc_identity(request, credentials.credentials)
+    if identity is None:
+        raise _unauthorized("self-service takes an OIDC access token from the site's identity provider")
+    actor = Actor(
+        name=f"self:{identity.username}", role="self", request_id=getattr(request.state, "request_id", None)
+    )
+    return Person(settings=settings, request=request, subject=identity.subject, actor=actor)
+
+
+Me = Annotated[Person, Depends(_person)]
+
+
+class KeyOut(BaseModel):
+    fingerprint: str
+    key: str
+    origin: str = Field(description="self (yours, managed here), idp (from the identity provider), admin")
+
+
+class MeOut(BaseModel):
+    username: str
+    uid_number: int
+    primary_gid: int
+    email: str | None
+    display_name: str | None
+    login_shell: str
+    home_directory: str
+    active: bool
+    groups: list[str]
+    ssh_keys: list[KeyOut]
+    status: UserStatus
+
+
+class KeyIn(Body):
+    key: SshKeyLine = Field(description="one OpenSSH public key line")
+
+
+def _user(session: Session, person: Person) -> User:
+    user = session.scalars(select(User).where(User.external_id == person.subject)).first()
+    if user is None:
+        raise NotFound("account", "for your identity (it may not be provisioned yet)")
+    return user
+
+
+def _keys(user: User) -> list[KeyOut]:
+    return [KeyOut(fingerprint=k.fingerprint, key=k.line, origin=k.origin) for k in user.ssh_keys]
+
+
+def _sessions(person: Person) -> Any:
+    return person.request.app.state.sessions
+
+
+@router.get("", response_model=MeOut, summary="Your account and its provisioning status")
+def get_me(person: Me) -> MeOut:
+    with _sessions(person).begin() as session:
+        user = _user(session, person)
+        return MeOut(
+            username=user.username,
+            uid_number=user.uid_number,
+            primary_gid=user.primary_gid,
+            email=user.email,
+            display_name=user.display_name,
+            login_shell=user.login_shell,
+            home_directory=user.home_directory,
+            active=user.active,
+            groups=sorted(m.group.name for m in user.memberships),
+            ssh_keys=_keys(user),
+            status=status_of(session, person.settings, user.username),
+        )
+
+
+@router.get("/ssh-keys", response_model=list[KeyOut], summary="Your SSH public keys, every origin")
+def list_keys(person: Me) -> list[KeyOut]:
+    with _sessions(person).begin() as session:
+        return _keys(_user(session, person))
+
+
+@router.post("/ssh-keys", status_code=201, response_model=KeyOut, summary="Add one of your own SSH keys")
+def add_key(person: Me, body: KeyIn) -> KeyOut:
+    parsed = parse_ssh_public_key(body.key)
+    with _sessions(person).begin() as session:
+        user = _user(session, person)
+        existing = next((k for k in user.ssh_keys if k.fingerprint == parsed.fingerprint), None)
+        if existing is not None:
+            return KeyOut(fingerprint=existing.fingerprint, key=existing.line, origin=existing.origin)
+        own = [k.line for k in user.ssh_keys if k.origin == SELF] + [body.key]
+        patch = UserPatch(ssh_public_keys=own)
+        update_user(
+            session,
+            person.settings,
+            person.actor,
+            user.username,
+            patch,
+            key_origin=SELF,
+            keys_of_origin_only=True,
+        )
+        added = next(k for k in user.ssh_keys if k.fingerprint == parsed.fingerprint)
+        return KeyOut(fingerprint=added.fingerprint, key=added.line, origin=added.origin)
+
+
+@router.delete("/ssh-keys/{fingerprint:path}", status_code=204, summary="Remove one of your own SSH keys")
+def delete_key(person: Me, fingerprint: str) -> Response:
+    with _sessions(person).begin() as session:
+        user = _user(session, person)
+        key = next((k for k in user.ssh_keys if k.fingerprint == fingerprint), None)
+        if key is None:
+            raise NotFound("ssh key", fingerprint)
+        if key.origin != SELF:
+            where = "the identity provider" if key.origin == "idp" else "an administrator"
+            raise HTTPException(403, f"this key comes from {where}; change it there")
+        own = [k.line for k in user.ssh_keys if k.origin == SELF and k.fingerprint != fingerprint]
+        update_user(
+            session,
+            person.settings,
+            person.actor,
+            user.username,
+            UserPatch(ssh_public_keys=own),
+            key_origin=SELF,
+            keys_of_origin_only=True,
+        )
+    return Response(status_code=204)

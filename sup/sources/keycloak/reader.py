@@ -1,0 +1,219 @@
+"""Reading a Keycloak realm through its admin REST API, as a service account (client_credentials).
+
+Every list is paginated (`first`/`max`) and every read either returns everything or raises
+`ReadFailed`: a failed or partial read must never look like "these users are gone". python-keycloak
+supplies the token handling (client_credentials, refresh) and the HTTP session.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import quote
+
+from keycloak import KeycloakAdmin
+from keycloak.exceptions import KeycloakError
+from requests import RequestException
+
+from sup.config import KeycloakSettings
+
+
+class ReadFailed(RuntimeError):
+    """Keycloak could not be read completely; nothing may be concluded from what was read."""
+
+
+@dataclass(frozen=True)
+class KcUser:
+    id: str
+    username: str
+    email: str | None
+    first_name: str | None
+    last_name: str | None
+    enabled: bool
+    attributes: dict[str, list[str]]
+
+
+@dataclass(frozen=True)
+class KcGroup:
+    id: str
+    name: str
+    path: str
+
+
+@dataclass
+class RealmSnapshot:
+    """Everything SUP takes from a realm: users by id, groups by id, direct members per group id."""
+
+    users: dict[str, KcUser] = field(default_factory=dict)
+    groups: dict[str, KcGroup] = field(default_factory=dict)
+    members: dict[str, set[str]] = field(default_factory=dict)
+    requests: int = 0
+
+
+def user_of(raw: dict[str, Any]) -> KcUser:
+    attributes = raw.get("attributes") or {}
+    return KcUser(
+        id=str(raw["id"]),
+        username=str(raw["username"]),
+        email=raw.get("email") or None,
+        first_name=raw.get("firstName") or None,
+        last_name=raw.get("lastName") or None,
+        enabled=bool(raw.get("enabled", False)),
+        attributes={
+            str(k): [str(v) for v in (vs if isinstance(vs, list) else [vs])] for k, vs in attributes.items()
+        },
+    )
+
+
+def group_of(raw: dict[str, Any]) -> KcGroup:
+    return KcGroup(id=str(raw["id"]), name=str(raw["name"]), path=str(raw["path"]))
+
+
+def in_scope(path: str, root: str) -> bool:
+    return root == "/" or path == root or path.startswith(root + "/")
+
+
+class RealmReader:
+    def __init__(self, settings: KeycloakSettings, admin: KeycloakAdmin | None = None) -> None:
+        self.settings = settings
+        self.requests = 0
+        verify: bool | str = settings.ca_file or settings.verify_tls
+        try:
+            self.admin = admin or KeycloakAdmin(
+                server_url=settings.url,
+                realm_name=settings.realm,
+                client_id=settings.client_id,
+                client_secret_key=settings.client_secret.get_secret_value(),
+                verify=verify,
+                timeout=settings.timeout_seconds,
+            )
+        except (KeycloakError, RequestException) as exc:
+            raise ReadFailed(
+                f"cannot log in to Keycloak as {settings.client_id!r}: {type(exc).__name__}"
+            ) from None
+        self.base = f"admin/realms/{quote(settings.realm, safe='')}"
+
+    # --- HTTP ---------------------------------------------------------------------------------------
+
+    def get(self, path: str, **params: Any) -> Any:
+        """GET a path below the realm's admin API; anything but 200 with JSON is a ReadFailed."""
+        return self._get(path, params, missing_ok=False)
+
+    def get_or_none(self, path: str, **params: Any) -> Any:
+        """Like get, but a 404 is an answer (the object is gone) rather than a failure."""
+        return self._get(path, params, missing_ok=True)
+
+    def _get(self, path: str, params: dict[str, Any], *, missing_ok: bool) -> Any:
+        self.requests += 1
+        try:
+            response = self.admin.connection.raw_get(f"{self.base}/{path}", **params)
+        except (KeycloakError, RequestException) as exc:
+            raise ReadFailed(f"GET {path}: {type(exc).__name__}: {_short(str(exc))}") from None
+        if missing_ok and response.status_code == 404:
+            return None
+        if response.status_code != 200:
+            raise ReadFailed(f"GET {path}: HTTP {response.status_code}: {_short(response.text)}")
+        try:
+            return response.json()
+        except ValueError:
+            raise ReadFailed(f"GET {path}: the answer is not JSON") from None
+
+    def pages(self, path: str, **params: Any) -> Iterator[dict[str, Any]]:
+        size = self.settings.page_size
+        first = 0
+        while True:
+            page = self.get(path, first=first, max=size, **params)
+            if not isinstance(page, list):
+                raise ReadFailed(f"GET {path}: expected a list")
+            yield from page
+            if len(page) < size:
+                return
+            first += size
+
+    # --- reads ----------------------------------------------------------------------------------------
+
+    def user_count(self) -> int:
+        count = self.get("users/count")
+        if not isinstance(count, int):
+            raise ReadFailed("GET users/count: not a number")
+        return count
+
+    def users(self) -> dict[str, KcUser]:
+        before = self.user_count()
+        users = {u.id: u for u in map(user_of, self.pages("users", briefRepresentation="false"))}
+        after = self.user_count()
+        # Pages shift when users are created or deleted during the read; fewer users than both counts
+        # means some were skipped: not a picture to delete anybody from.
+        if len(users) < min(before, after):
+            raise ReadFailed(
+                f"read {len(users)} users but the realm counts {before} before and {after} after: "
+                "the listing shifted during the read; try again"
+            )
+        return users
+
+    def groups(self) -> dict[str, KcGroup]:
+        """Every group (subgroups included) at or below settings.groups_path."""
+        found: dict[str, KcGroup] = {}
+        todo: list[dict[str, Any]] = list(self.pages("groups", briefRepresentation="false"))
+        while todo:
+            raw = todo.pop()
+            group = group_of(raw)
+            if in_scope(group.path, self.settings.groups_path):
+                found[group.id] = group
+            elif not self.settings.groups_path.startswith(group.path + "/"):
+                continue  # neither inside the scope nor on the way to it
+            if int(raw.get("subGroupCount") or 0) > 0:
+                todo.extend(self.pages(f"groups/{group.id}/children", briefRepresentation="false"))
+        return found
+
+    def members(self, group_id: str) -> set[str]:
+        return {str(u["id"]) for u in self.pages(f"groups/{group_id}/members", briefRepresentation="true")}
+
+    def snapshot(self) -> RealmSnapshot:
+        users = self.users()
+        groups = self.groups()
+        members = {gid: self.members(gid) for gid in groups}
+        return RealmSnapshot(users=users, groups=groups, members=members, requests=self.requests)
+
+    def user(self, user_id: str) -> KcUser | None:
+        raw = self.get_or_none(f"users/{quote(user_id, safe='')}")
+        return None if raw is None else user_of(raw)
+
+    def group(self, group_id: str) -> KcGroup | None:
+        raw = self.get_or_none(f"groups/{quote(group_id, safe='')}")
+        return None if raw is None else group_of(raw)
+
+    def user_groups(self, user_id: str) -> set[str]:
+        return {
+            str(g["id"])
+            for g in self.pages(f"users/{quote(user_id, safe='')}/groups", briefRepresentation="true")
+        }
+
+    def admin_events(self, since_ms: int) -> list[dict[str, Any]]:
+        """Admin events on users, groups and memberships at or after `since_ms`, oldest first.
+
+        Keycloak 26 takes `dateFrom` in epoch milliseconds; older servers take only a day
+        (yyyy-MM-dd), which returns the whole day: the exact cut is made here either way."""
+        kinds = ["USER", "GROUP", "GROUP_MEMBERSHIP"]
+        try:
+            found = list(
+                self.pages("admin-events", dateFrom=str(since_ms), direction="asc", resourceTypes=kinds)
+            )
+        except ReadFailed as exc:
+            if "HTTP 400" not in str(exc):
+                raise
+            found = list(self.pages("admin-events", dateFrom=_day(since_ms), resourceTypes=kinds))
+        events = [e for e in found if int(e.get("time", 0)) >= since_ms]
+        events.sort(key=lambda e: int(e.get("time", 0)))
+        return events
+
+
+def _day(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d")
+
+
+def _short(text: str, limit: int = 200) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit] + "..."

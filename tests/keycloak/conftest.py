@@ -1,0 +1,80 @@
+"""Keycloak source tests: a real Keycloak (one per session, a fresh realm per test), a SQLite store,
+and for end-to-end checks a fresh base DN on the real slapd with the LDAP target."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from sqlalchemy import Engine, event
+from sqlalchemy.orm import Session, sessionmaker
+
+from sup.config import Settings
+from sup.store.session import make_engine, make_sessionmaker
+from tests.ldap.site import Site
+from tests.support.keycloak import KeycloakServer, Realm
+from tests.support.slapd import SlapdServer
+
+
+@pytest.fixture
+def realm(keycloak: KeycloakServer) -> Iterator[Realm]:
+    realm = keycloak.new_realm()
+    yield realm
+    keycloak.admin().delete_realm(realm.name)
+
+
+class Writes:
+    """Counts the INSERT, UPDATE and DELETE statements an engine sends."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.count = 0
+        event.listen(engine, "before_cursor_execute", self._seen)
+
+    def _seen(self, conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if statement.lstrip().split(" ", 1)[0].upper() in {"INSERT", "UPDATE", "DELETE"}:
+            self.count += 1
+
+
+@pytest.fixture
+def store_engine(store_url: str) -> Iterator[Engine]:
+    engine = make_engine(store_url)
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture
+def kc_sessions(store_engine: Engine) -> sessionmaker[Session]:
+    return make_sessionmaker(store_engine)
+
+
+@pytest.fixture
+def make_settings(store_url: str, realm: Realm) -> Callable[..., Settings]:
+    def make(**overrides: Any) -> Settings:
+        keycloak = realm.settings(**overrides.pop("keycloak", {}))
+        return Settings(database_url=store_url, keycloak=keycloak, **overrides)
+
+    return make
+
+
+@pytest.fixture
+def ldap_site(
+    slapd_rfc2307bis: SlapdServer, store_url: str, kc_sessions: sessionmaker[Session], realm: Realm
+) -> Iterator[Callable[..., Site]]:
+    """Factory: a Site (tests/ldap) whose settings also hold this realm's Keycloak source."""
+    sites: list[Site] = []
+
+    def make(**overrides: Any) -> Site:
+        base = slapd_rfc2307bis.new_base()
+        keycloak = realm.settings(**overrides.pop("keycloak", {}))
+        settings = Settings(
+            database_url=store_url, ldap=slapd_rfc2307bis.ldap_settings(base), keycloak=keycloak, **overrides
+        )
+        site = Site(slapd_rfc2307bis, base, settings, kc_sessions)
+        sites.append(site)
+        return site
+
+    yield make
+    for site in sites:
+        for target in site.targets:
+            target.close()
