@@ -9,9 +9,14 @@ from fastapi import FastAPI
 from sqlalchemy import Engine
 
 from sup import __version__
-from sup.api import errors
+from sup.api import API_PREFIX, errors
 from sup.api.health import router as health_router
-from sup.api.middleware import BodyLimitMiddleware, MetricsMiddleware, RequestIdMiddleware
+from sup.api.middleware import (
+    BodyLimitMiddleware,
+    MetricsMiddleware,
+    RequestIdMiddleware,
+    WriteRateLimitMiddleware,
+)
 from sup.audit.router import router as audit_router
 from sup.config import Settings
 from sup.groups.router import router as groups_router
@@ -71,6 +76,7 @@ def create_app(settings: Settings, engine: Engine | None = None, *, reconciler: 
 
     # Added last = outermost: request id first, so every other layer (and every error) can use it.
     app.add_middleware(MetricsMiddleware)
+    app.add_middleware(WriteRateLimitMiddleware, limit=settings.api.rate_limit, prefix=API_PREFIX)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.api.max_body_bytes)
     app.add_middleware(RequestIdMiddleware)
     return app
