@@ -52,7 +52,8 @@ def redact(text: str) -> str:
 
 class _RequestIdFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
-        record.request_id = request_id_var.get()
+        if getattr(record, "request_id", None) is None:  # a caller may name it (extra=...)
+            record.request_id = request_id_var.get()
         return True
 
 
