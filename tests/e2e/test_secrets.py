@@ -85,7 +85,7 @@ def test_no_secret_in_logs_errors_or_api_output(stack: Stack) -> None:
         400,
         422,
     )
-    body = {"schemas": [USER_SCHEMA], "userName": "sara", "password": scim_password}
+    body: dict[str, Any] = {"schemas": [USER_SCHEMA], "userName": "sara", "password": scim_password}
     assert call("POST", "/scim/v2/Users", scim, json=body).status_code == 201
     body = {"schemas": [USER_SCHEMA], "userName": "sam", "x509Certificates": [{"value": private_key}]}
     call("POST", "/scim/v2/Users", scim, json=body)

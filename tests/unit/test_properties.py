@@ -79,7 +79,7 @@ def test_derivation_gives_a_valid_name_and_is_a_fixed_point(login: str, rule: Us
 
 @given(logins)
 def test_derivation_ignores_case(login: str) -> None:
-    results = []
+    results: list[str | None] = []
     for variant in (login, login.upper(), login.lower()):
         try:
             results.append(derive_username(variant))
