@@ -135,6 +135,10 @@ class Reconciler:
             return True
         self.state.role = "standby"
         metrics.LEADER.set(0)
+        # What a standby last saw as leader is stale: only the leader reports targets and the outbox.
+        metrics.TARGET_UP.clear()
+        metrics.LAST_PASS_CHANGES.clear()
+        metrics.OUTBOX_OLDEST_AGE.set(0)
         return False
 
     def _outbox(self) -> tuple[int, Any]:
