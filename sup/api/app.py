@@ -9,6 +9,7 @@ from fastapi import FastAPI
 from sqlalchemy import Engine
 
 from sup import __version__
+from sup.admin.router import router as admin_router
 from sup.api import API_PREFIX, errors
 from sup.api.health import router as health_router
 from sup.api.middleware import (
@@ -69,6 +70,7 @@ def create_app(settings: Settings, engine: Engine | None = None, *, reconciler: 
         audit_router,
         health_router,
         scim_router,
+        admin_router,
     )
     for router in routers:
         app.include_router(router)
