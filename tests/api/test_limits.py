@@ -14,7 +14,8 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine
 
 from sup.api.app import create_app
-from sup.config import Settings
+from sup.config import RateLimit, Settings
+from sup.scim.ratelimit import RateLimiter
 
 WRITE = {"POST", "PUT", "PATCH", "DELETE"}
 SCIM_ERROR = "urn:ietf:params:scim:api:messages:2.0:Error"
@@ -111,3 +112,18 @@ def test_scim_writes_are_rate_limited_in_scim_format(
         refused = client.post("/scim/v2/Users", json={**body, "userName": "saul"}, headers=headers)
         assert refused.status_code == 429 and SCIM_ERROR in refused.json()["schemas"]
         assert int(refused.headers["retry-after"]) >= 1
+
+
+def test_the_limiter_forgets_clients_so_a_flood_of_made_up_tokens_cannot_fill_memory() -> None:
+    now = [0.0]
+    limiter = RateLimiter(RateLimit(requests_per_second=1, burst=1), clock=lambda: now[0], max_keys=100)
+    for i in range(1000):
+        limiter.acquire(f"made-up-{i}")
+        assert len(limiter._buckets) <= 100
+    # A client that is throttled right now stays throttled while others come and go.
+    assert limiter.acquire("steady") == 0 and limiter.acquire("steady") > 0
+    for i in range(50):
+        limiter.acquire(f"other-{i}")
+    assert limiter.acquire("steady") > 0
+    now[0] += 2
+    assert limiter.acquire("steady") == 0
