@@ -221,7 +221,8 @@ def test_sigkill_during_1000_writes_loses_nothing_acknowledged_and_doubles_nothi
     assert all(e["loginShell"] == "/bin/zsh" for e in entries if e["uid"] in patched)
     assert stack.sup("plan", "--json").strip() == "[]"
     print(
-        f"{WRITES} writes, {len(acked)} acknowledged, {len(stream.retried)} cut by the SIGKILL and retried; "
+        f"{WRITES} writes, {len(acked)} acknowledged, {len(stream.retried)} cut by the SIGKILL and retried "
+        f"(answers {sorted(Counter(stream.outcomes[i] for i in stream.retried).items())}); "
         f"{len(users)} users provisioned once each"
     )
 
