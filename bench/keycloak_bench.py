@@ -17,6 +17,7 @@ Prints a Markdown table. Not a test: nothing here asserts a time.
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import sys
 import tempfile
@@ -40,7 +41,7 @@ from tests.support.keys import ed25519_key
 def fill(server: KeycloakServer, realm: Any, users: int, groups: int, memberships: int) -> float:
     parents = max(1, groups // 10)
     paths: list[str] = []
-    tree = []
+    tree: list[dict[str, Any]] = []
     for p in range(parents):
         children = [{"name": f"team{p:03d}-{c}"} for c in range(groups // parents - 1)]
         tree.append({"name": f"dept{p:03d}", "subGroups": children})
@@ -67,7 +68,7 @@ def fill(server: KeycloakServer, realm: Any, users: int, groups: int, membership
     for first in range(0, users, 500):
         body = {"ifResourceExists": "SKIP", "users": people[first : first + 500]}
         realm.admin.connection.raw_post(
-            f"admin/realms/{realm.name}/partialImport", data=__import__("json").dumps(body)
+            f"admin/realms/{realm.name}/partialImport", data=json.dumps(body)
         ).raise_for_status()
     return time.perf_counter() - start
 

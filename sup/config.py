@@ -121,10 +121,35 @@ class AccountPolicy(_Section):
         return self
 
 
+class RateLimit(_Section):
+    """A token bucket per client: `requests_per_second` refill, up to `burst` at once."""
+
+    requests_per_second: float = Field(
+        50.0, gt=0, le=100000, description="sustained rate; Entra ID needs at least 25 per tenant"
+    )
+    burst: int = Field(100, ge=1, le=100000, description="requests allowed at once after a quiet spell")
+
+
+ScimRateLimit = RateLimit  # the name SCIM code knows it by
+
+
+class LogSettings(_Section):
+    """How `sup serve` logs (settings key `log`): one JSON object per line, or text, to stderr."""
+
+    format: Literal["json", "text"] = Field(
+        "json", description="json: one object per line with time, level, logger, message, request_id"
+    )
+
+
 class ApiSettings(_Section):
     max_body_bytes: int = Field(1024 * 1024, ge=1024, description="larger request bodies get 413")
     default_page_size: int = Field(100, ge=1, le=10000)
     max_page_size: int = Field(1000, ge=1, le=100000)
+    rate_limit: RateLimit = Field(
+        RateLimit(requests_per_second=20, burst=200),
+        description="writes (POST, PUT, PATCH, DELETE) under /api/v1 per bearer token (per client "
+        "address without one); over it: 429 with Retry-After. SCIM has its own, scim.rate_limit",
+    )
 
 
 class LdapSettings(_Section):
@@ -642,15 +667,6 @@ class LifecycleSettings(_Section):
     )
 
 
-class ScimRateLimit(_Section):
-    """A token bucket per SCIM connection: `requests_per_second` refill, up to `burst` at once."""
-
-    requests_per_second: float = Field(
-        50.0, gt=0, le=100000, description="sustained rate; Entra ID needs at least 25 per tenant"
-    )
-    burst: int = Field(100, ge=1, le=100000, description="requests allowed at once after a quiet spell")
-
-
 class ScimSettings(_Section):
     """The SCIM 2.0 service provider under /scim/v2 (settings key `scim`); works without settings."""
 
@@ -698,6 +714,7 @@ class Settings(BaseSettings):
     accounts: AccountPolicy = AccountPolicy()
     naming: UsernameRule = UsernameRule()
     api: ApiSettings = ApiSettings()
+    log: LogSettings = LogSettings()
     access: AccessPolicy = AccessPolicy()
     ldap: LdapSettings | None = None
     slurm: SlurmSettings | None = None

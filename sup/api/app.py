@@ -9,9 +9,15 @@ from fastapi import FastAPI
 from sqlalchemy import Engine
 
 from sup import __version__
-from sup.api import errors
+from sup.admin.router import router as admin_router
+from sup.api import API_PREFIX, errors
 from sup.api.health import router as health_router
-from sup.api.middleware import BodyLimitMiddleware, MetricsMiddleware, RequestIdMiddleware
+from sup.api.middleware import (
+    BodyLimitMiddleware,
+    MetricsMiddleware,
+    RequestIdMiddleware,
+    WriteRateLimitMiddleware,
+)
 from sup.api.oidc import OidcVerifier
 from sup.audit.router import router as audit_router
 from sup.config import Settings
@@ -81,6 +87,7 @@ def create_app(settings: Settings, engine: Engine | None = None, *, reconciler: 
         scim_router,
         sources_router,
         me_router,
+        admin_router,
     )
     for router in routers:
         app.include_router(router)
@@ -88,6 +95,7 @@ def create_app(settings: Settings, engine: Engine | None = None, *, reconciler: 
 
     # Added last = outermost: request id first, so every other layer (and every error) can use it.
     app.add_middleware(MetricsMiddleware)
+    app.add_middleware(WriteRateLimitMiddleware, limit=settings.api.rate_limit, prefix=API_PREFIX)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.api.max_body_bytes)
     app.add_middleware(RequestIdMiddleware)
     return app

@@ -171,5 +171,15 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
-        log.exception("unhandled error on %s %s", request.method, request.url.path)
-        return problem(request, 500, "an internal error occurred; the request id identifies it in the logs")
+        # Starlette answers this one from its outermost layer, outside RequestIdMiddleware: name the id
+        # here, in the log line and the header, so that what the client quotes finds the traceback.
+        request_id = getattr(request.state, "request_id", None)
+        log.exception(
+            "unhandled error on %s %s", request.method, request.url.path, extra={"request_id": request_id}
+        )
+        return problem(
+            request,
+            500,
+            "an internal error occurred; the request id identifies it in the logs",
+            headers={"X-Request-ID": request_id} if request_id else None,
+        )

@@ -1,4 +1,4 @@
-"""ASGI middleware: request ids, the request-body size limit, and HTTP metrics.
+"""ASGI middleware: request ids, the request-body size limit, the write rate limit, and HTTP metrics.
 
 Written as plain ASGI (not BaseHTTPMiddleware) so that streaming bodies are counted as they arrive:
 a body over the limit is refused with 413 before it is all read, whether or not it has a
@@ -7,6 +7,7 @@ Content-Length.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import time
 import uuid
@@ -15,6 +16,10 @@ from prometheus_client import Counter, Histogram
 from starlette.exceptions import HTTPException
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from sup.config import RateLimit
+from sup.logs import request_id_var
+from sup.scim.ratelimit import RateLimiter, retry_after_seconds
 
 _SAFE_REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 
@@ -37,13 +42,17 @@ class RequestIdMiddleware:
         incoming = dict(scope.get("headers", [])).get(b"x-request-id", b"").decode("latin-1")
         request_id = incoming if _SAFE_REQUEST_ID.match(incoming) else uuid.uuid4().hex
         scope.setdefault("state", {})["request_id"] = request_id
+        token = request_id_var.set(request_id)  # every log record of this request carries it
 
         async def send_with_id(message: Message) -> None:
             if message["type"] == "http.response.start":
                 message.setdefault("headers", []).append((b"x-request-id", request_id.encode()))
             await send(message)
 
-        await self.app(scope, receive, send_with_id)
+        try:
+            await self.app(scope, receive, send_with_id)
+        finally:
+            request_id_var.reset(token)
 
 
 class BodyLimitMiddleware:
@@ -84,11 +93,64 @@ async def _send_413(scope: Scope, send: Send, detail: str) -> None:
         response = error_response(413, detail)  # SCIM clients get SCIM Error bodies (RFC 7644 §3.12)
     else:
         response = problem(None, 413, detail, request_id=scope.get("state", {}).get("request_id"))
+    await response(scope, _no_body, send)
 
-    async def no_body() -> Message:
-        return {"type": "http.request", "body": b"", "more_body": False}
 
-    await response(scope, no_body, send)
+WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+RATE_LIMITED = Counter("sup_http_rate_limited_total", "Requests refused with 429 by a rate limit", ["api"])
+
+
+class WriteRateLimitMiddleware:
+    """A token bucket per client for writes under `prefix` (the admin API): 429 + Retry-After past it.
+
+    Applied before authentication, so a flood of writes with bad tokens is refused as cheaply as one
+    with a good token. The client is its bearer token (kept only as a SHA-256, never the secret
+    itself), or its address when it sends none. SCIM (/scim/v2) has its own limiter per connection,
+    with SCIM error bodies (sup/scim/ratelimit.py).
+    """
+
+    def __init__(self, app: ASGIApp, limit: RateLimit, prefix: str) -> None:
+        self.app = app
+        self.prefix = prefix
+        self.limiter = RateLimiter(limit)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if (
+            scope["type"] != "http"
+            or scope["method"] not in WRITE_METHODS
+            or not str(scope.get("path", "")).startswith(self.prefix)
+        ):
+            await self.app(scope, receive, send)
+            return
+        wait = self.limiter.acquire(_client_key(scope))
+        if wait <= 0:
+            await self.app(scope, receive, send)
+            return
+        from sup.api.errors import problem  # local: errors imports models, keep this module light
+
+        RATE_LIMITED.labels("admin").inc()
+        seconds = retry_after_seconds(wait)
+        response = problem(
+            None,
+            429,
+            f"too many writes from this client (api.rate_limit: {self.limiter.rate:g} per second, "
+            f"burst {self.limiter.burst:g}); retry after {seconds} s",
+            headers={"Retry-After": str(seconds)},
+            request_id=scope.get("state", {}).get("request_id"),
+        )
+        await response(scope, _no_body, send)
+
+
+def _client_key(scope: Scope) -> str:
+    authorization = dict(scope.get("headers", [])).get(b"authorization")
+    if authorization:
+        return "token:" + hashlib.sha256(authorization).hexdigest()
+    client = scope.get("client")
+    return f"address:{client[0] if client else '?'}"
+
+
+async def _no_body() -> Message:
+    return {"type": "http.request", "body": b"", "more_body": False}
 
 
 class MetricsMiddleware:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import logging
-
 import typer
 
 from sup import __version__
@@ -34,7 +32,7 @@ app.command(name="sssd-config")(sssd_config)
 def serve(
     host: str = typer.Option("127.0.0.1", "--host", help="address to listen on (0.0.0.0 for all)"),
     port: int = typer.Option(8080, "--port", min=1, max=65535, help="TCP port"),
-    log_level: str = typer.Option("info", "--log-level", help="uvicorn log level"),
+    log_level: str = typer.Option("info", "--log-level", help="log level (debug, info, warning, error)"),
     reconciler: bool = typer.Option(
         True, "--reconciler/--no-reconciler", help="also run the background reconciler (one replica leads)"
     ),
@@ -43,14 +41,23 @@ def serve(
     pass every reconcile.interval_seconds. The schema must be current."""
     import uvicorn
 
+    from sup import logs
     from sup.api.app import create_app
 
     cli = context()
     cli.require_migrated()
-    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logs.configure(cli.settings.log.format, log_level)  # log.format: json (default) or text
     app_ = create_app(cli.settings, cli.engine, reconciler=reconciler)
     try:
-        uvicorn.run(app_, host=host, port=port, log_level=log_level, proxy_headers=False, server_header=False)
+        uvicorn.run(
+            app_,
+            host=host,
+            port=port,
+            log_level=log_level,
+            log_config=None,  # keep logs.configure's handler: uvicorn's lines in the same format
+            proxy_headers=False,
+            server_header=False,
+        )
     except OSError as exc:  # pragma: no cover - e.g. the port is taken
         fail(f"cannot listen on {host}:{port}: {exc}", Exit.NOT_READY)
 

@@ -27,3 +27,17 @@ LAST_SUCCESS = Gauge(
 OUTBOX_DEPTH = Gauge("sup_outbox_depth", "Users, groups and accounts marked dirty and not yet provisioned")
 LEADER = Gauge("sup_reconciler_leader", "1 while this process is the active reconciler")
 PASSES = Counter("sup_reconcile_passes_total", "Reconcile passes run", ["trigger"])
+TARGET_UP = Gauge(
+    "sup_reconcile_target_up",
+    "1 if the target's last applying pass could read and write it, 0 if it failed (error or refused)",
+    ["target"],
+)
+LAST_PASS_CHANGES = Gauge(
+    "sup_reconcile_last_pass_changes",
+    "Changes the target's last applying pass found necessary: above 0 pass after pass is drift that "
+    "does not clear",
+    ["target"],
+)
+OUTBOX_OLDEST_AGE = Gauge(
+    "sup_outbox_oldest_age_seconds", "Age of the oldest outbox mark not yet provisioned (0: empty)"
+)

@@ -171,6 +171,8 @@ def _count(result: TargetPass, seconds: float, apply: bool) -> None:
     if not apply:
         return
     metrics.DRIFT_FOUND.labels(result.target).inc(len(result.changes))
+    metrics.LAST_PASS_CHANGES.labels(result.target).set(len(result.changes))
+    metrics.TARGET_UP.labels(result.target).set(0 if result.state in (ERROR, REFUSED) else 1)
     metrics.CHANGES_APPLIED.labels(result.target).inc(len(result.applied))
     metrics.CHANGES_FAILED.labels(result.target).inc(len(result.failed))
     if result.state == ERROR:

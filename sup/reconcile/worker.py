@@ -135,14 +135,21 @@ class Reconciler:
             return True
         self.state.role = "standby"
         metrics.LEADER.set(0)
+        # What a standby last saw as leader is stale: only the leader reports targets and the outbox.
+        metrics.TARGET_UP.clear()
+        metrics.LAST_PASS_CHANGES.clear()
+        metrics.OUTBOX_OLDEST_AGE.set(0)
         return False
 
     def _outbox(self) -> tuple[int, Any]:
         with self.sessions() as session:
-            count, newest = session.execute(
-                select(func.count(), func.max(OutboxMark.marked_at)).select_from(OutboxMark)
+            count, newest, oldest = session.execute(
+                select(
+                    func.count(), func.max(OutboxMark.marked_at), func.min(OutboxMark.marked_at)
+                ).select_from(OutboxMark)
             ).one()
         metrics.OUTBOX_DEPTH.set(count)
+        metrics.OUTBOX_OLDEST_AGE.set(_age_seconds(oldest))
         return int(count), newest
 
     def _pass(self, trigger: str, now: float, fingerprint: tuple[int, Any]) -> Pass | None:
@@ -180,3 +187,13 @@ class Reconciler:
         self._failures += 1
         backoff = min(2.0**self._failures, self.settings.reconcile.max_backoff_seconds)
         self._retry_at = now + backoff
+
+
+def _age_seconds(marked_at: Any) -> float:
+    """Seconds since `marked_at` (naive UTC from SQLite, aware from PostgreSQL); 0 for no mark."""
+    if marked_at is None:
+        return 0.0
+    now = utcnow()
+    if marked_at.tzinfo is None:
+        now = now.replace(tzinfo=None)
+    return max(0.0, float((now - marked_at).total_seconds()))

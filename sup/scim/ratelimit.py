@@ -25,9 +25,12 @@ class _Bucket:
 class RateLimiter:
     """`rate` requests per second sustained, `burst` at once, per key (the connection's token name)."""
 
-    def __init__(self, limit: ScimRateLimit, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, limit: ScimRateLimit, clock: Callable[[], float] = time.monotonic, max_keys: int = 10000
+    ) -> None:
         self.rate = limit.requests_per_second
         self.burst = float(limit.burst)
+        self.max_keys = max_keys
         self._clock = clock
         self._buckets: dict[str, _Bucket] = {}
         self._lock = threading.Lock()
@@ -38,6 +41,8 @@ class RateLimiter:
         with self._lock:
             bucket = self._buckets.get(key)
             if bucket is None:
+                if len(self._buckets) >= self.max_keys:
+                    self._forget(now)
                 bucket = self._buckets[key] = _Bucket(tokens=self.burst, updated=now)
             bucket.tokens = min(self.burst, bucket.tokens + (now - bucket.updated) * self.rate)
             bucket.updated = now
@@ -45,6 +50,18 @@ class RateLimiter:
                 bucket.tokens -= 1.0
                 return 0.0
             return (1.0 - bucket.tokens) / self.rate
+
+    def _forget(self, now: float) -> None:
+        """Bound memory when keys are many (the admin API keys by whatever token a client sends):
+        drop the buckets that have refilled (a new bucket is the same), else the least recently used
+        half. Called with the lock held."""
+        full = [k for k, b in self._buckets.items() if b.tokens + (now - b.updated) * self.rate >= self.burst]
+        for key in full:
+            del self._buckets[key]
+        if len(self._buckets) >= self.max_keys:
+            by_age = sorted(self._buckets, key=lambda k: self._buckets[k].updated)
+            for key in by_age[: len(by_age) // 2 + 1]:
+                del self._buckets[key]
 
 
 def retry_after_seconds(wait: float) -> int:

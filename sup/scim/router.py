@@ -21,6 +21,7 @@ from starlette.concurrency import run_in_threadpool
 
 from sup.api.context import ApiContext, requires
 from sup.scim.errors import SCIM_PREFIX, RateLimited, ScimRoute
+from sup.scim.metrics import SCIM_REQUESTS
 from sup.scim.ratelimit import retry_after_seconds
 from sup.scim.runtime import base_url, http_response, runtime, scim_request
 from sup.tokens.service import Role
@@ -44,7 +45,9 @@ Connection = Annotated[ApiContext, Depends(connection)]
 async def _serve(request: Request, ctx: ApiContext, operation: Operation) -> Response:
     scim = runtime(request.app)
     parsed = await scim_request(request, subject=ctx.actor.name)
-    return http_response(await run_in_threadpool(scim.serve, ctx, parsed, operation))
+    response = http_response(await run_in_threadpool(scim.serve, ctx, parsed, operation))
+    SCIM_REQUESTS.labels(ctx.actor.name, operation.name, str(response.status_code)).inc()
+    return response
 
 
 # --- discovery (RFC 7644 §4): no token -------------------------------------------------------------

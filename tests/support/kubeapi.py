@@ -250,6 +250,10 @@ class KubeApiServer:
         self._wait(
             lambda: httpx.get(f"{etcd_url}/health", timeout=1).status_code == 200, etcd, "etcd", timeout
         )
+        self._start_apiserver(etcd_url, timeout)
+        return self
+
+    def _start_apiserver(self, etcd_url: str, timeout: float) -> None:
         apiserver = self._spawn(
             "kube-apiserver",
             [
@@ -279,7 +283,6 @@ class KubeApiServer:
                 return admin.http.get("/readyz", timeout=2).status_code == 200
 
             self._wait(ready, apiserver, "kube-apiserver", timeout)
-        return self
 
     def _wait(self, check: Any, process: subprocess.Popen[bytes], name: str, timeout: float) -> None:
         deadline = time.monotonic() + timeout
@@ -291,6 +294,17 @@ class KubeApiServer:
                     return
             time.sleep(0.2)
         raise KubeApiUnavailable(f"{name} was not ready within {timeout:.0f} s: {self.log(name)}")
+
+    # --- outages (fault tests) ---------------------------------------------------------------------
+
+    def kill_apiserver(self) -> None:
+        """SIGKILL kube-apiserver (etcd keeps the data): clients get "connection refused"."""
+        apiserver = self.processes[-1]
+        apiserver.kill()
+        apiserver.wait()
+
+    def restart_apiserver(self, timeout: float = 120) -> None:
+        self._start_apiserver(f"http://127.0.0.1:{self.etcd_port}", timeout)
 
     def stop(self) -> None:
         for process in reversed(self.processes):

@@ -77,23 +77,27 @@ class PostgresServer:
             "--locale=C",
             "--no-sync",
         )
+        self.up()
+
+    def up(self) -> None:
+        """Start the server on the data directory (after `start()` made it, and after `down()`)."""
         options = (
             f"-p {self.port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={self.socketdir} "
             "-c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300"
         )
-        self._run(
-            str(self.bindir / "pg_ctl"),
-            "-D",
-            str(self.datadir),
-            "-o",
-            options,
-            "-l",
-            str(self.root / "server.log"),
-            "-w",
-            "-t",
-            "60",
-            "start",
-        )
+        self._pg_ctl("-o", options, "-l", str(self.root / "server.log"), "-w", "-t", "60", "start")
+
+    def down(self) -> None:
+        """Stop the server (fast: every client connection is cut), keeping the data (fault tests)."""
+        self._pg_ctl("-m", "fast", "-w", "-t", "60", "stop")
+
+    def _pg_ctl(self, *args: str) -> None:
+        self._run(str(self.bindir / "pg_ctl"), "-D", str(self.datadir), *args)
+
+    def restart(self) -> None:
+        """`down()` then `up()`: what an operator's restart (or a failover) looks like to clients."""
+        self.down()
+        self.up()
 
     def stop(self) -> None:
         with contextlib.suppress(subprocess.CalledProcessError, subprocess.TimeoutExpired):

@@ -13,13 +13,13 @@ from tests.support.ports import free_port
 
 
 class SupServer:
-    def __init__(self, env: dict[str, str], log: Path) -> None:
+    def __init__(self, env: dict[str, str], log: Path, log_level: str = "warning") -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = log
         self._log = log.open("w")
         self.process = subprocess.Popen(
-            [sup_executable(), "serve", "--port", str(self.port), "--log-level", "warning"],
+            [sup_executable(), "serve", "--port", str(self.port), "--log-level", log_level],
             env=env,
             stdout=self._log,
             stderr=subprocess.STDOUT,

@@ -1,6 +1,6 @@
 """The real servers, one of each for the whole test session, shared by every test directory
 (registered as a pytest plugin by tests/conftest.py): slapd (one per directory schema), munge +
-MariaDB + slurmdbd, etcd + kube-apiserver, and Keycloak, plus the helm binary.
+MariaDB + slurmdbd, etcd + kube-apiserver, and Keycloak, plus the helm and chromium binaries.
 
 Each starts on free loopback ports in a temp dir the first time a test asks for it. Tests isolate
 themselves inside a server (a fresh base DN, cluster or namespace), never by restarting it.
@@ -12,6 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.support.browser import BrowserUnavailable, find_chromium
 from tests.support.helm import HelmUnavailable, find_helm
 from tests.support.keycloak import KeycloakServer, KeycloakUnavailable
 from tests.support.kubeapi import KubeApiServer, KubeApiUnavailable
@@ -84,3 +85,11 @@ def keycloak() -> Iterator[KeycloakServer]:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def chromium() -> str:
+    try:
+        return find_chromium()
+    except BrowserUnavailable as exc:
+        pytest.skip(str(exc))

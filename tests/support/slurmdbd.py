@@ -293,10 +293,10 @@ class SlurmdbdServer:
             )
         )
         self.slurm_conf.chmod(0o644)
-        self._spawn_slurmdbd()
+        self._run_slurmdbd()
         self._register_gpu_tres()
 
-    def _spawn_slurmdbd(self) -> None:
+    def _run_slurmdbd(self) -> None:
         log = self.dbd_dir / "slurmdbd.out"
         self._spawn([self.bin["slurmdbd"], "-D"], log, self.slurm)
         self._wait("slurmdbd", lambda: self.sacctmgr_result("show", "cluster").returncode == 0, log)
@@ -316,7 +316,23 @@ class SlurmdbdServer:
         slurmdbd = self._processes.pop()
         slurmdbd.send_signal(signal.SIGTERM)
         slurmdbd.wait(timeout=30)
-        self._spawn_slurmdbd()
+        self._run_slurmdbd()
+
+    # --- outages (fault tests) -------------------------------------------------------------------
+
+    def kill_slurmdbd(self) -> None:
+        """SIGKILL slurmdbd (by its pid file: it runs under runuser), as a crashed daemon; MariaDB and
+        munge stay up. sacctmgr then fails with "Connection refused" until `restart_slurmdbd()`."""
+        pid_file = self.dbd_dir / "slurmdbd.pid"
+        pid = int(pid_file.read_text().split()[0])
+        os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and self.sacctmgr_result("show", "cluster").returncode == 0:
+            time.sleep(0.1)
+        pid_file.unlink(missing_ok=True)
+
+    def restart_slurmdbd(self) -> None:
+        self._run_slurmdbd()
 
     # --- clients ---------------------------------------------------------------------------------
 
