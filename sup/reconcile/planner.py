@@ -27,7 +27,16 @@ from sup.store.models import TargetStatus
 from sup.store.session import is_postgresql
 from sup.store.snapshot import load_snapshot
 from sup.targets import open_target
-from sup.targets.base import DELETE, Change, Failure, ObserveError, Target, TargetError
+from sup.targets.base import (
+    DELETE,
+    Change,
+    Failure,
+    ObserveError,
+    Scope,
+    ScopedTarget,
+    Target,
+    TargetError,
+)
 
 log = logging.getLogger(__name__)
 
@@ -50,11 +59,13 @@ class TargetPass:
     error: str | None = None
     applied: list[Change] = field(default_factory=list)
     failed: list[Failure] = field(default_factory=list)
+    scoped: bool = False  # read and planned only the users the outbox named (run_pass `scoped`)
 
     def as_json(self) -> dict[str, Any]:
         return {
             "target": self.target,
             "state": self.state,
+            "scoped": self.scoped,
             "error": self.error,
             "changes": len(self.changes),
             "applied": len(self.applied),
@@ -107,22 +118,31 @@ def run_pass(
     apply: bool = False,
     force: bool = False,
     opener: TargetOpener = open_target,
+    scoped: bool = False,
 ) -> Pass:
     """Plan (and with `apply`, reconcile) every selected target against the store.
 
     A full reconcile (every target) that ends cleanly also clears the outbox marks it covered: those
     read before the store snapshot, unless re-marked since.
+
+    `scoped` (the reconciler's passes after writes): a target that can (base.ScopedTarget) reads and
+    plans only the users and groups the outbox marks name, at most `MAX_SCOPED_USERS` users; the
+    others read everything, as every scheduled pass does. Its latency then does not grow with the
+    number of users it holds.
     """
     selected = _selected(only)
     with sessions() as session:
         marks = outbox.pending(session) if apply and len(selected) == len(TARGETS) else []
+    scope = scope_of(marks) if scoped else None
     desired = desired_state(sessions, settings)
     enabled = [name for name in selected if settings.target_enabled(name)]
     baselines = {name: _active_on_target(sessions, name) if apply else frozenset() for name in enabled}
 
     def one(name: str) -> TargetPass:
         started = time.perf_counter()
-        result = _one_target(name, settings, desired, baselines[name], opener, apply=apply, force=force)
+        result = _one_target(
+            name, settings, desired, baselines[name], opener, apply=apply, force=force, scope=scope
+        )
         _count(result, time.perf_counter() - started, apply)
         return result
 
@@ -146,12 +166,26 @@ def run_pass(
                     desired,
                     result.failed,
                     result.error if result.state in (ERROR, REFUSED) else None,
+                    only=scope.users if result.scoped and scope is not None else None,
                 )
     done = Pass(results)
     if marks and done.ok:
         with sessions.begin() as session:
             outbox.clear(session, marks)
     return done
+
+
+MAX_SCOPED_USERS = 200  # more named users than this: a scoped read costs more than a full one
+
+
+def scope_of(marks: Sequence[tuple[str, str, int]]) -> Scope | None:
+    """The users and groups the outbox marks name, or None (a full pass) when there are none, or too
+    many users to read one by one."""
+    users = frozenset(name for kind, name, _ in marks if kind == "user")
+    groups = frozenset(name for kind, name, _ in marks if kind == "group")
+    if not marks or len(users) > MAX_SCOPED_USERS:
+        return None
+    return Scope(users, groups)
 
 
 def _active_on_target(sessions: sessionmaker[Session], target: str) -> frozenset[str]:
@@ -222,6 +256,7 @@ def _one_target(
     *,
     apply: bool,
     force: bool,
+    scope: Scope | None = None,
 ) -> TargetPass:
     try:
         target = opener(name, settings)
@@ -231,9 +266,14 @@ def _one_target(
         log.exception("cannot open target %s", name)
         return TargetPass(name, ERROR, error=f"cannot connect: {type(exc).__name__}: {exc}")
     try:
-        observed = target.observe()
-        changes = target.diff(desired, observed)
-        result = TargetPass(name, PLANNED, changes=changes)
+        if scope is not None and isinstance(target, ScopedTarget) and target.can_scope(scope, desired):
+            observed_scope = target.observe_scoped(scope)
+            changes = target.diff_scoped(desired, observed_scope, scope)
+            result = TargetPass(name, PLANNED, changes=changes, scoped=True)
+        else:
+            observed = target.observe()
+            changes = target.diff(desired, observed)
+            result = TargetPass(name, PLANNED, changes=changes)
         if not apply or not changes:
             return result
         deletions = sum(1 for c in changes if c.action == DELETE)

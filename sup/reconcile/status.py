@@ -29,11 +29,15 @@ def record_statuses(
     desired: DesiredState,
     failures: Sequence[Failure],
     target_error: str | None,
+    *,
+    only: frozenset[str] | None = None,
 ) -> None:
     """Mark every desired user in_sync, or error with the message of their first failure (or the
     target's error when the whole target failed). An in_sync row also remembers whether the user is
     now active on the target (the mass-change guard's baseline); an error keeps what was there.
     Rows of users no longer desired are dropped once their removal went through.
+
+    `only`: the pass looked at these users alone (a scoped pass): the others' rows stay as they are.
 
     Every pass calls this for every user, so it reads plain rows and writes only the rows that change,
     in bulk statements (ORM objects for 10,000 unchanged rows cost most of a no-change pass)."""
@@ -52,11 +56,14 @@ def record_statuses(
                 TargetStatus.attempts,
             ).where(TargetStatus.target == target)
         )
+        if only is None or username in only
     }
     now = utcnow()
     inserts: list[dict[str, Any]] = []
     updates: list[dict[str, Any]] = []
     for username, user in desired.users.items():
+        if only is not None and username not in only:
+            continue
         message = _clip(target_error or errors.get(username))
         state = ERROR if message else IN_SYNC
         row = rows.pop(username, None)

@@ -9,8 +9,10 @@ One loop, every `reconcile.poll_seconds`:
   `max_backoff_seconds` (a target that is down is not hammered; the others still get new work at once);
 - every `interval_seconds`: the lifecycle step (expired suspensions), then a full pass that also
   repairs drift nobody reported.
-Every pass is a full, level-triggered pass over all targets (see planner.run_pass), so a mark that
-was missed, or a process killed mid-pass, only delays convergence: the next pass redoes what is left.
+Every pass is a level-triggered pass over all targets (see planner.run_pass), so a mark that was
+missed, or a process killed mid-pass, only delays convergence: the next pass redoes what is left. A
+pass after writes lets a target that can read only what the outbox named do so (the Kubernetes
+target: a few GETs instead of listing every user's objects); retries and scheduled passes read all.
 """
 
 from __future__ import annotations
@@ -159,7 +161,13 @@ class Reconciler:
                 expire_suspended(session, self.settings, utcnow())
         try:
             with exclusive(self.engine, "reconcile", timeout=rules.interval_seconds):
-                result = run_pass(self.settings, self.sessions, apply=True, opener=self.opener)
+                result = run_pass(
+                    self.settings,
+                    self.sessions,
+                    apply=True,
+                    opener=self.opener,
+                    scoped=trigger == "outbox",  # after writes: what they named; else everything
+                )
         except LockTimeout:
             log.warning("a manual reconcile has held the lock for too long; trying again later")
             return None

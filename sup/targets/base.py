@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Generic, Protocol, TypeVar
+from typing import Any, ClassVar, Generic, Protocol, TypeVar, runtime_checkable
 
 from sup.domain.desired import DesiredState
 
@@ -66,6 +66,16 @@ class ApplyReport:
     failed: list[Failure] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class Scope:
+    """What the outbox named since the last pass: the users and groups a pass triggered by writes must
+    look at. A target that can read and plan just these (`can_scope`, `observe_scoped`,
+    `diff_scoped`) does so; the others, and every scheduled pass, read everything."""
+
+    users: frozenset[str]
+    groups: frozenset[str]
+
+
 class ObserveError(Exception):
     """The target could not be read completely; nothing may be decided from what was read."""
 
@@ -87,3 +97,14 @@ class Target(Protocol, Generic[ObservedT]):
     def apply(self, changes: Sequence[Change]) -> ApplyReport: ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class ScopedTarget(Protocol):
+    """A target that can read and plan only the users and groups of a Scope (see Scope)."""
+
+    def can_scope(self, scope: Scope, desired: DesiredState) -> bool: ...
+
+    def observe_scoped(self, scope: Scope) -> Any: ...
+
+    def diff_scoped(self, desired: DesiredState, observed: Any, scope: Scope) -> list[Change]: ...

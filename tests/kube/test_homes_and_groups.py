@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from sup.reconcile.planner import run_pass
 from tests.kube.site import Site
 from tests.support.kubeapi import ApiError, KubeApiServer
 
@@ -170,3 +171,23 @@ def test_the_user_pod_meets_restricted_and_the_group_pod_baseline(
     with kubeapi.admin() as admin:
         created = admin.create(baseline.path("pods"), _pod_from(baseline, "group-physics"))
         assert created["metadata"]["name"] == "group-physics-0"
+
+
+def test_a_write_that_touches_a_group_pod_gets_a_full_read(make_site: Callable[..., Site]) -> None:
+    """A pass after writes may read only the users they named (run_pass scoped=True), but not when a
+    group login pod mounts a named user's home: the group pod must follow its members."""
+    site = make_site(pod_security="baseline", group_pods=["physics"], home_access_mode="ReadWriteMany")
+    site.add_user("kim")
+    site.add_group("physics", members=["kim"])
+    site.converge()
+    assert run_pass(site.settings, site.sessions, apply=True, opener=site._open).ok  # clears the outbox
+    site.add_user("saul", groups=["physics"])
+
+    result = run_pass(site.settings, site.sessions, apply=True, scoped=True, opener=site._open)
+    (kube,) = [t for t in result.targets if t.target == "kube"]
+    assert not kube.scoped
+    assert ("update", "workload", "group-physics") in {(c.action, c.kind, c.name) for c in kube.changes}
+    sts = site.get("workload", "group-physics")
+    assert sts is not None
+    claims = {v["persistentVolumeClaim"]["claimName"] for v in sts["spec"]["template"]["spec"]["volumes"]}
+    assert "home-saul" in claims

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from sup.reconcile.planner import run_pass
 from sup.targets.kube.render import Renderer
 from tests.kube.site import Site
 from tests.support.keys import ed25519_key
@@ -365,3 +366,37 @@ def test_a_pass_does_not_render_again_what_it_found_in_sync(site: Site, monkeypa
     site.update_user("kim", display_name="Kim Wexler")
     assert site.plan().changes == []
     assert sorted(rendered) == ["network_policy", "pvc", "service", "workload"]  # kim's only
+
+
+def test_a_pass_after_writes_reads_and_plans_only_the_users_they_named(site: Site) -> None:
+    """The reconciler's passes after writes (run_pass scoped=True): only the users the outbox names
+    are read (by name) and planned; drift elsewhere waits for the scheduled full pass."""
+    site.add_user("kim")
+    site.add_user("saul")
+    site.converge()
+    assert run_pass(site.settings, site.sessions, apply=True, opener=site._open).ok  # clears the outbox
+    with site.admin() as admin:
+        admin.delete(site.path("service", "login-saul"))  # drift nobody reported
+    site.add_user("lalo")
+    site.update_user("kim", active=False)
+
+    scoped = run_pass(site.settings, site.sessions, apply=True, scoped=True, opener=site._open)
+    (kube,) = [t for t in scoped.targets if t.target == "kube"]
+    assert kube.scoped and kube.state == "applied"
+    assert {(c.action, c.kind, c.name) for c in kube.changes} == {
+        ("create", "pvc", "home-lalo"),
+        ("create", "network_policy", "login-lalo"),
+        ("create", "service", "login-lalo"),
+        ("create", "workload", "login-lalo"),
+        ("delete", "workload", "login-kim"),
+        ("delete", "service", "login-kim"),
+        ("delete", "network_policy", "login-kim"),
+        ("update", "pvc", "home-kim"),  # marked orphaned: the home is kept for the retention
+    }
+    assert site.get("service", "login-saul") is None  # not named: not looked at
+    assert site.statuses()["lalo"][0] == "in_sync"
+
+    full = run_pass(site.settings, site.sessions, apply=True, opener=site._open)
+    (kube,) = [t for t in full.targets if t.target == "kube"]
+    assert not kube.scoped and {(c.action, c.name) for c in kube.changes} == {("create", "login-saul")}
+    assert site.get("service", "login-saul") is not None

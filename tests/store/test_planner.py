@@ -9,9 +9,9 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from sup.config import Settings
-from sup.reconcile.planner import run_pass
+from sup.reconcile.planner import MAX_SCOPED_USERS, run_pass, scope_of
 from sup.store.models import TargetStatus
-from sup.targets.base import Target, TargetError
+from sup.targets.base import Scope, Target, TargetError
 from sup.users.schemas import UserCreate
 from sup.users.service import create_user, delete_user
 from tests.conftest import ACTOR
@@ -138,3 +138,11 @@ def test_deleted_user_loses_its_status_row(configured: Settings, sessions: sessi
 def test_unknown_target_name_is_refused(configured: Settings, sessions: sessionmaker[Session]) -> None:
     with pytest.raises(ValueError, match="unknown target"):
         run_pass(configured, sessions, only=["nfs"])
+
+
+def test_a_scope_names_the_marked_users_and_groups_and_is_none_when_too_wide() -> None:
+    marks = [("user", "kim", 1), ("group", "physics", 2), ("account", "phys", 1), ("user", "saul", 3)]
+    assert scope_of(marks) == Scope(frozenset({"kim", "saul"}), frozenset({"physics"}))
+    assert scope_of([]) is None  # nothing named: a full pass
+    many = [("user", f"u{i}", 1) for i in range(MAX_SCOPED_USERS + 1)]
+    assert scope_of(many) is None  # one GET per object would cost more than a list

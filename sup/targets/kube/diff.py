@@ -41,6 +41,7 @@ from sup.targets.kube.model import (
     Observed,
     ObservedObject,
     Wanted,
+    user_object_keys,
 )
 from sup.targets.kube.render import Renderer
 from sup.targets.kube.values import InvalidValue, parse_quantity, parse_retention
@@ -141,9 +142,8 @@ def _user_objects(user: DesiredUser, observed: Observed, renderer: Renderer, nam
     sync with the same inputs at the resourceVersion just read, taken as they are (memo.py)."""
     owner = names.Owner("user", user.username)
     inputs = renderer.user_inputs(user)
-    keys = [(PVC, owner.home), (NETWORK_POLICY, owner.login), (SERVICE, owner.login), (WORKLOAD, owner.login)]
     remembered = []
-    for kind, name in keys:
+    for kind, name in user_object_keys(owner):
         have = observed.objects.get((kind, name))
         needs_ = VERIFIED.verified((namespace, kind, name), inputs, have.resource_version if have else None)
         if needs_ is None:

@@ -54,6 +54,11 @@ class Wanted:
         return self.owner.name if self.owner.kind == "user" else None
 
 
+def user_object_keys(owner: Owner) -> list[tuple[str, str]]:
+    """(kind, name) of a user's objects: the home claim, and the login policy, Service and workload."""
+    return [(PVC, owner.home), (NETWORK_POLICY, owner.login), (SERVICE, owner.login), (WORKLOAD, owner.login)]
+
+
 def needs(kind: str, name: str, manifest: Manifest) -> list[tuple[str, str]]:
     """What a login workload must not run without: its NetworkPolicy, and every claim it mounts."""
     if kind != WORKLOAD:
