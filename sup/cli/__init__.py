@@ -7,7 +7,7 @@ import logging
 import typer
 
 from sup import __version__
-from sup.cli import db, identities, reconcile, tokens
+from sup.cli import db, identities, reconcile, tokens, transfer
 from sup.cli.common import Exit, context, fail
 from sup.cli.sssd import sssd_config
 
@@ -27,6 +27,8 @@ app.add_typer(identities.group_app, name="group")
 app.command()(reconcile.plan)
 app.command()(reconcile.reconcile)
 app.command(name="sssd-config")(sssd_config)
+app.command(name="import")(transfer.import_)
+app.command()(transfer.export)
 
 
 @app.command()

@@ -172,6 +172,26 @@ def _count(result: TargetPass, seconds: float, apply: bool) -> None:
 MIN_USERS_FOR_SHARE = 5
 
 
+def too_many_suspensions(settings: Settings, count: int, total: int) -> bool:
+    """Whether locking `count` of `total` active users is over the mass-change limits."""
+    limit, share = settings.reconcile.max_suspensions, settings.reconcile.max_suspension_share
+    return count > limit or (count > MIN_USERS_FOR_SHARE and total > 0 and count / total > share)
+
+
+def plan_from_session(settings: Settings, session: Session, *, opener: TargetOpener = open_target) -> Pass:
+    """Plan every enabled target against the store as `session` sees it, uncommitted changes
+    included (`sup import --dry-run --plan` shows the plan an import would lead to)."""
+    desired = derive(load_snapshot(session), policy_of(settings))
+    return Pass(
+        [
+            _one_target(name, settings, desired, frozenset(), opener, apply=False, force=False)
+            if settings.target_enabled(name)
+            else TargetPass(name, DISABLED)
+            for name in TARGETS
+        ]
+    )
+
+
 def mass_change(settings: Settings, desired: DesiredState, baseline: frozenset[str]) -> str | None:
     """Why applying would lock or remove too many of the users a target holds active, or None.
 
@@ -182,8 +202,7 @@ def mass_change(settings: Settings, desired: DesiredState, baseline: frozenset[s
     leaving = sorted(u for u in baseline if u not in desired.users or not desired.users[u].active)
     count, total = len(leaving), len(baseline)
     limit, share = settings.reconcile.max_suspensions, settings.reconcile.max_suspension_share
-    too_many = count > limit or (count > MIN_USERS_FOR_SHARE and total > 0 and count / total > share)
-    if not too_many:
+    if not too_many_suspensions(settings, count, total):
         return None
     shown = ", ".join(leaving[:5]) + (", ..." if count > 5 else "")
     return (
