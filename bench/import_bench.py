@@ -146,7 +146,7 @@ def main() -> None:
     parser.add_argument("--accounts", type=int, default=100)
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="sup-import-bench-"))
-    work.chmod(0o755)  # noqa: S103 - the Slurm lock dir; sacctmgr and slurmdbd run as other users
+    work.chmod(0o755)  # the Slurm lock dir: sacctmgr and slurmdbd run as other users
     times: dict[str, float] = {}
     facts: dict[str, Any] = {}
     slapd = SlapdServer("rfc2307bis").start()
