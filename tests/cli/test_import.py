@@ -169,13 +169,14 @@ def test_dry_run_writes_nothing(env: dict[str, str], sessions: sessionmaker[Sess
 def test_export_then_import_round_trips(
     env: dict[str, str], database_url: str, sessions: sessionmaker[Session], tmp_path: Path
 ) -> None:
+    key = ed25519_key("bo")
     doc = _write(
         tmp_path,
         "all.yaml",
         GROUPS
         + "users:\n"
         + "  - {username: ann, groups: [lab1], uid_number: 20001, email: ann@example.org}\n"
-        + f"  - {{username: bo, groups: [lab1, lab2], active: false, ssh_public_keys: ['{ed25519_key('bo')}']}}\n"
+        + f"  - {{username: bo, groups: [lab1, lab2], active: false, ssh_public_keys: ['{key}']}}\n"
         + "slurm_accounts:\n  - {name: lab1, group: lab1, fairshare: 10, qos: [normal]}\n"
         + "  - {name: sub, parent: lab1, group: lab2, limits: {max_jobs: 5}}\n",
     )
