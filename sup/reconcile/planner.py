@@ -106,8 +106,10 @@ def run_pass(
     apply: bool = False,
     force: bool = False,
     opener: TargetOpener = open_target,
+    progress: Callable[[str], None] | None = None,
 ) -> Pass:
-    """Plan (and with `apply`, reconcile) every selected target against the store.
+    """Plan (and with `apply`, reconcile) every selected target against the store. `progress` is
+    told each step as it starts ("store", then each target's name), for a progress display.
 
     A full reconcile (every target) that ends cleanly also clears the outbox marks it covered: those
     read before the store snapshot, unless re-marked since.
@@ -115,9 +117,12 @@ def run_pass(
     selected = _selected(only)
     with sessions() as session:
         marks = outbox.pending(session) if apply and len(selected) == len(TARGETS) else []
+    step = progress or (lambda _: None)
+    step("store")
     desired = desired_state(sessions, settings)
     results = []
     for name in selected:
+        step(name)
         if not settings.target_enabled(name):
             results.append(TargetPass(name, DISABLED))
             continue

@@ -265,3 +265,22 @@ def test_killed_import_reruns_to_completion_without_duplicates(tmp_path: Path) -
     engine.dispose()
     final = run_sup("import", str(doc), "--json", env=env, timeout=300)
     assert json.loads(final.stdout)["changes"] == []
+
+
+def test_progress_bar_only_on_a_terminal(env: dict[str, str], tmp_path: Path) -> None:
+    """A long import shows a progress bar on a terminal (`script` gives it one); piped, it does not."""
+    people = _write(tmp_path, "people.csv", HEADER + "".join(f"p{n},,,,,,\n" for n in range(400)))
+    piped = run_sup("import", str(people), env=env)
+    assert piped.returncode == 0 and "importing" not in piped.stderr + piped.stdout
+    more = _write(tmp_path, "more.csv", HEADER + "".join(f"q{n},,,,,,\n" for n in range(400)))
+    command = f"{sup_executable()} import {more}"
+    on_tty = subprocess.run(
+        ["script", "-qec", command, "/dev/null"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert on_tty.returncode == 0, on_tty.stdout
+    assert "importing" in on_tty.stdout and "created" in on_tty.stdout
