@@ -190,6 +190,15 @@ def _check_users(session: Session, settings: Settings, doc: Document, current: C
         )
     }
     uids_taken = ids.taken(session, "uid", supplied_uids)
+    gids_taken = ids.taken(
+        session,
+        "gid",
+        (
+            r.spec.primary_gid
+            for r in doc.users
+            if r.spec.primary_gid is not None and r.spec.username not in current.users
+        ),
+    )
     uid_owner = {u.values["uid_number"]: name for name, u in current.users.items()}
     key_seen: dict[str, str] = {}
     for record in doc.users:
@@ -224,8 +233,8 @@ def _check_users(session: Session, settings: Settings, doc: Document, current: C
         if spec.primary_gid is not None and existing is None and settings.ids.private_groups:
             if not any(spec.primary_gid in r for r in private_gid_ranges(settings)):
                 add(f"{spec.primary_gid} is outside the allowed ranges", "primary_gid")
-            elif not ids.is_free(session, "gid", spec.primary_gid):
-                add(f"gid {spec.primary_gid} is already allocated", "primary_gid")
+            elif spec.primary_gid in gids_taken:
+                add(f"gid {spec.primary_gid} is already allocated (gids are never reused)", "primary_gid")
         shell = spec.login_shell
         if record.has("login_shell") and shell is not None and shell not in settings.accounts.allowed_shells:
             add(f"{spec.login_shell} is not an allowed shell", "login_shell")
@@ -460,7 +469,9 @@ def _prune(plan: Plan, doc: Document, current: Current) -> None:
     """What the import created earlier and the file no longer lists: users are suspended (the
     lifecycle deletes them after lifecycle.delete_after_days), ordinary groups deleted."""
     listed_users = {r.spec.username for r in doc.users}
-    listed_groups = {r.spec.name for r in doc.groups}
+    # A group the file still uses (a user joins it, an account is bound to it) is not pruned.
+    listed_groups = {r.spec.name for r in doc.groups} | {g for r in doc.users for g in r.spec.groups}
+    listed_groups |= {n for r in doc.accounts for n in (r.spec.group, r.spec.coordinators) if n}
     for name, user in sorted(current.users.items()):
         if name not in listed_users and may_change(user.source) and user.values["active"]:
             plan.prune.append(Item("user", name, "suspend", changes={"active": (True, False)}))

@@ -12,7 +12,13 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
+from sup.config import Settings
+from sup.groups.schemas import GroupCreate
+from sup.groups.service import create_group
 from sup.store.models import AuditEntry, Group, IdAllocation, Membership, OutboxMark, User
+from sup.users.schemas import UserCreate
+from sup.users.service import create_user
+from tests.conftest import ACTOR
 from tests.support.cli import run_sup, sup_env, sup_executable
 from tests.support.keys import ed25519_key
 
@@ -284,3 +290,31 @@ def test_progress_bar_only_on_a_terminal(env: dict[str, str], tmp_path: Path) ->
     )
     assert on_tty.returncode == 0, on_tty.stdout
     assert "importing" in on_tty.stdout and "created" in on_tty.stdout
+
+
+def test_an_import_changes_only_what_it_owns(
+    env: dict[str, str], sessions: sessionmaker[Session], settings: Settings, tmp_path: Path
+) -> None:
+    with sessions.begin() as session:
+        create_user(session, settings, ACTOR, UserCreate(username="api_made", display_name="Made By API"))
+        create_group(session, settings, ACTOR, GroupCreate(name="handmade"))
+    same = _write(tmp_path, "same.csv", "username,email,display_name,groups\napi_made,,Made By API,\n")
+    result = run_sup("import", str(same), "--json", env=env)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["summary"]["user"]["unchanged"] == 1
+
+    other = _write(tmp_path, "other.csv", "username,email,display_name,groups\napi_made,,Renamed,handmade\n")
+    refused = run_sup("import", str(other), env=env)
+    assert refused.returncode == 5
+    assert "user 'api_made' belongs to source 'api'" in refused.stderr
+    assert _users(sessions)["api_made"][2] == "api"
+
+    imported = _write(tmp_path, "g.yaml", "groups:\n  - name: lab1\n  - name: lab2\n")
+    assert run_sup("import", str(imported), env=env).returncode == 0
+    fewer = _write(tmp_path, "fewer.yaml", "groups:\n  - name: lab1\n")
+    pruned = run_sup("import", str(fewer), "--prune", "--json", env=env)
+    assert pruned.returncode == 0, pruned.stderr
+    assert json.loads(pruned.stdout)["summary"]["group"]["pruned"] == 1
+    with sessions() as session:
+        names = set(session.scalars(select(Group.name).where(Group.private_user_id.is_(None))))
+    assert names == {"handmade", "lab1"}  # another source's group is never pruned
