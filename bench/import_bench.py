@@ -30,6 +30,7 @@ import json
 import os
 import platform
 import random
+import resource
 import shutil
 import subprocess
 import sys
@@ -84,13 +85,21 @@ def write_input(work: Path, users: int, groups: int, accounts: int) -> tuple[Pat
     return group_file, user_file
 
 
-def sup(*args: str, env: dict[str, str]) -> tuple[float, subprocess.CompletedProcess[str]]:
+TIMES: dict[str, float] = {}  # step -> wall-clock seconds
+CPU: dict[str, float] = {}  # step -> CPU seconds of the `sup` process (the machine may be shared)
+
+
+def sup(label: str, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     result = subprocess.run([SUP, *args], env=env, capture_output=True, text=True, check=False)  # noqa: S603
     elapsed = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    TIMES[label] = elapsed
+    CPU[label] = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     if result.returncode != 0:
         raise RuntimeError(f"sup {' '.join(args)} exited {result.returncode}: {result.stderr[-2000:]}")
-    return elapsed, result
+    return result
 
 
 def settings_env(url: str, ldap: dict[str, Any], server: SlurmdbdServer | None, work: Path) -> dict[str, str]:
@@ -147,7 +156,7 @@ def main() -> None:
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="sup-import-bench-"))
     work.chmod(0o755)  # the Slurm lock dir: sacctmgr and slurmdbd run as other users
-    times: dict[str, float] = {}
+    times = TIMES
     facts: dict[str, Any] = {}
     slapd = SlapdServer("rfc2307bis").start()
     try:
@@ -158,8 +167,8 @@ def main() -> None:
 
         # 1. SUP's import (an import reads no target).
         env = settings_env(url, slapd.ldap_settings(sup_base), None, work)
-        times["sup import groups.yaml"], _ = sup("import", str(group_file), "--json", env=env)
-        times["sup import users.csv"], result = sup("import", str(user_file), "--json", env=env)
+        _ = sup("sup import groups.yaml", "import", str(group_file), "--json", env=env)
+        result = sup("sup import users.csv", "import", str(user_file), "--json", env=env)
         facts["import"] = json.loads(result.stdout)["summary"]
 
         # 2. The raw LDAP floor: SUP's entries for an empty base, in one ldapadd.
@@ -205,7 +214,7 @@ def main() -> None:
         server = fresh_slurmdbd()
         try:
             env = settings_env(url, slapd.ldap_settings(sup_base), server, work)
-            times["sup reconcile (LDAP + Slurm)"], result = sup("reconcile", "--json", env=env)
+            result = sup("sup reconcile (LDAP + Slurm)", "reconcile", "--json", env=env)
             first = json.loads(result.stdout)
             facts["reconcile"] = {
                 t["target"]: (t["state"], t["changes"], len(t["failed"])) for t in first["targets"]
@@ -214,9 +223,9 @@ def main() -> None:
             facts["associations"] = sum(1 for (user,) in rows if user and user != "root")
 
             before = counts(url)
-            times["re-run: sup import groups.yaml"], r1 = sup("import", str(group_file), "--json", env=env)
-            times["re-run: sup import users.csv"], r2 = sup("import", str(user_file), "--json", env=env)
-            times["re-run: sup reconcile"], r3 = sup("reconcile", "--json", env=env)
+            r1 = sup("re-run: sup import groups.yaml", "import", str(group_file), "--json", env=env)
+            r2 = sup("re-run: sup import users.csv", "import", str(user_file), "--json", env=env)
+            r3 = sup("re-run: sup reconcile", "reconcile", "--json", env=env)
             facts["re-run changes"] = (
                 len(json.loads(r1.stdout)["changes"]),
                 len(json.loads(r2.stdout)["changes"]),
@@ -241,9 +250,16 @@ def main() -> None:
         f"{facts['ldap entries']} LDAP entries, {facts['associations']} associations; "
         f"{os.cpu_count()} cores, Python {platform.python_version()}\n"
     )
-    print("| step | seconds |\n|---|---:|")
+    print("| step | seconds | CPU s of `sup` |\n|---|---:|---:|")
+    cpu = list(CPU.values())
+    sup_steps = [n for n in times if n.startswith(("sup ", "re-run"))]
+    cpu_of = dict(zip(sup_steps, cpu, strict=True))
     for name, seconds in times.items():
-        print(f"| {name} | {seconds:.2f} |")
+        print(
+            f"| {name} | {seconds:.2f} | {cpu_of[name]:.2f} |"
+            if name in cpu_of
+            else f"| {name} | {seconds:.2f} | |"
+        )
     print(f"| **SUP total (imports + reconcile)** | **{sup_total:.2f}** |")
     print(f"| **raw floor (ldapadd + sacctmgr)** | **{raw_total:.2f}** |")
     print(f"\nSUP / raw floor: **{sup_total / raw_total:.2f}x** (goal: within 2x)")
