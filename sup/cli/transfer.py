@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session
 
 from sup.cli.common import Cli, Exit, context, err, fail, out, print_json
 from sup.sources.apply import Outcome, apply_plan
-from sup.sources.document import Document, FileError, read_file
+from sup.sources.document import Document, FileError, read_files
 from sup.sources.export import dump, export_document
 from sup.sources.guard import prune_refusal
 from sup.sources.plan import Plan, make_plan
@@ -31,8 +31,10 @@ from sup.store.session import make_sessionmaker
 
 
 def import_(
-    file: Path | None = typer.Argument(
-        None, help="CSV, YAML or JSON file (by extension)", show_default=False
+    files: list[Path] | None = typer.Argument(
+        None,
+        help="CSV, YAML or JSON files (by extension); several are checked and imported as one",
+        show_default=False,
     ),
     fmt: str | None = typer.Option(None, "--format", help="csv|yaml|json when the extension does not say"),
     dry_run: bool = typer.Option(False, "--dry-run", help="print the store changes; write nothing"),
@@ -52,16 +54,16 @@ def import_(
     if anything is invalid nothing is written (unless --skip-invalid). Safe to re-run: an import
     writes only what differs from the store."""
     cli = context()
-    if file is None and not (from_ldap or from_slurm):
+    if not files and not (from_ldap or from_slurm):
         fail("give a FILE, or --from-ldap and/or --from-slurm", Exit.USAGE)
-    if file is not None and (from_ldap or from_slurm):
+    if files and (from_ldap or from_slurm):
         fail("give a FILE or --from-ldap/--from-slurm, not both", Exit.USAGE)
     if with_plan and not dry_run:
         fail("--plan goes with --dry-run (a real import is followed by `sup reconcile`)", Exit.USAGE)
     if prune and (from_ldap or from_slurm):
         fail("--prune works with a file: an adoption only adds what the cluster has", Exit.USAGE)
     cli.require_migrated()
-    doc = _read(cli, file, fmt, from_ldap=from_ldap, from_slurm=from_slurm)
+    doc = _read(cli, files or [], fmt, from_ldap=from_ldap, from_slurm=from_slurm)
     sessions = make_sessionmaker(cli.engine)
     try:
         with exclusive(cli.engine, "import", timeout=60):
@@ -88,10 +90,10 @@ def import_(
         raise typer.Exit(int(Exit.CONFLICT))
 
 
-def _read(cli: Cli, file: Path | None, fmt: str | None, *, from_ldap: bool, from_slurm: bool) -> Document:
-    if file is not None:
+def _read(cli: Cli, files: list[Path], fmt: str | None, *, from_ldap: bool, from_slurm: bool) -> Document:
+    if files:
         try:
-            return read_file(file, fmt)
+            return read_files(files, fmt)
         except FileError as exc:
             fail(str(exc), Exit.INVALID)
     from sup.sources.adopt import AdoptError, adopt

@@ -150,6 +150,19 @@ def test_adopting_ldap_and_slurm_then_the_first_plan_is_empty(
     again = run_sup("import", "--from-ldap", "--from-slurm", "--json", env=env)
     assert again.returncode == 0 and json.loads(again.stdout)["changes"] == []
 
+    # A new person for the physics lab: --dry-run --plan shows what the targets would get, writes nothing.
+    new = tmp_path / "new.csv"
+    new.write_text("username,email,display_name,groups\ndora,dora@example.org,Dora,physics\n")
+    previewed = run_sup("import", str(new), "--dry-run", "--plan", "--json", env=env)
+    assert previewed.returncode == 0, previewed.stderr
+    planned_changes = {
+        (c["target"], c["action"], c["kind"], c["name"]) for c in json.loads(previewed.stdout)["plan"]
+    }
+    assert ("ldap", "create", "user", "dora") in planned_changes
+    assert any(t == "slurm" and "dora" in n for t, _, _, n in planned_changes), planned_changes
+    with store_sessions() as session:
+        assert session.scalars(select(User).where(User.username == "dora")).first() is None
+
 
 def test_adoption_reports_a_shared_primary_group_and_a_missing_source(
     slapd_rfc2307bis: SlapdServer, store_url: str

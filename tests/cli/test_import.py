@@ -318,3 +318,23 @@ def test_an_import_changes_only_what_it_owns(
     with sessions() as session:
         names = set(session.scalars(select(Group.name).where(Group.private_user_id.is_(None))))
     assert names == {"handmade", "lab1"}  # another source's group is never pruned
+
+
+def test_several_files_are_checked_and_imported_as_one(
+    env: dict[str, str], sessions: sessionmaker[Session], tmp_path: Path
+) -> None:
+    groups = _write(tmp_path, "labs.yaml", GROUPS)
+    bad = _write(tmp_path, "people.csv", HEADER + "ann,,,lab1,,,\nann,,,lab2,,,\n")
+    refused = run_sup("import", str(groups), str(bad), env=env)
+    assert refused.returncode == 5
+    assert (
+        "people.csv: line 3: username: duplicate username 'ann' (also at people.csv: line 2)"
+        in refused.stderr
+    )
+    assert _count(sessions, Group) == 0  # the valid groups file was not written either
+
+    good = _write(tmp_path, "good.csv", HEADER + "ann,,,lab1;lab2,,,\n")
+    result = run_sup("import", str(groups), str(good), "--json", env=env)
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)["summary"]
+    assert (summary["group"]["created"], summary["user"]["created"]) == (2, 1)
