@@ -10,11 +10,12 @@ are labs) and one Slurm account per lab bound to its group; `users.csv` (DESIGN.
 ed25519 key per user, each user in one lab and one other group.
 
 - **SUP**: the `sup` command as an operator runs it, as subprocesses on a fresh SQLite store:
-  `sup import groups.yaml`, `sup import users.csv`, then `sup reconcile --json` (LDAP and Slurm).
+  `sup import groups.yaml users.csv` (both files checked and written as one import), then
+  `sup reconcile --json` (LDAP and Slurm).
 - **raw floor**: the same LDAP entries (those of SUP's plan for an empty base) in one `ldapadd` of an
   LDIF file, plus batched `sacctmgr -i add`: one `add account` for all accounts, one `add user` per
   account with all its users (associations cannot share a call across accounts).
-- **no-change re-run**: both imports and the reconcile again; they must write nothing (store audit
+- **no-change re-run**: the import and the reconcile again; they must write nothing (store audit
   log and outbox unchanged, zero changes planned).
 
 Order: SUP's import, the raw LDAP load (into an empty base of the same slapd, before SUP's own LDAP
@@ -167,8 +168,9 @@ def main() -> None:
 
         # 1. SUP's import (an import reads no target).
         env = settings_env(url, slapd.ldap_settings(sup_base), None, work)
-        _ = sup("sup import groups.yaml", "import", str(group_file), "--json", env=env)
-        result = sup("sup import users.csv", "import", str(user_file), "--json", env=env)
+        result = sup(
+            "sup import groups.yaml users.csv", "import", str(group_file), str(user_file), "--json", env=env
+        )
         facts["import"] = json.loads(result.stdout)["summary"]
 
         # 2. The raw LDAP floor: SUP's entries for an empty base, in one ldapadd.
@@ -223,13 +225,18 @@ def main() -> None:
             facts["associations"] = sum(1 for (user,) in rows if user and user != "root")
 
             before = counts(url)
-            r1 = sup("re-run: sup import groups.yaml", "import", str(group_file), "--json", env=env)
-            r2 = sup("re-run: sup import users.csv", "import", str(user_file), "--json", env=env)
-            r3 = sup("re-run: sup reconcile", "reconcile", "--json", env=env)
+            r1 = sup(
+                "re-run: sup import groups.yaml users.csv",
+                "import",
+                str(group_file),
+                str(user_file),
+                "--json",
+                env=env,
+            )
+            r2 = sup("re-run: sup reconcile", "reconcile", "--json", env=env)
             facts["re-run changes"] = (
                 len(json.loads(r1.stdout)["changes"]),
-                len(json.loads(r2.stdout)["changes"]),
-                sum(t["changes"] for t in json.loads(r3.stdout)["targets"]),
+                sum(t["changes"] for t in json.loads(r2.stdout)["targets"]),
             )
             facts["re-run store writes"] = tuple(a - b for a, b in zip(counts(url), before, strict=True))
         finally:
@@ -238,13 +245,9 @@ def main() -> None:
         slapd.stop()
         shutil.rmtree(work, ignore_errors=True)
 
-    sup_total = (
-        times["sup import groups.yaml"]
-        + times["sup import users.csv"]
-        + times["sup reconcile (LDAP + Slurm)"]
-    )
+    sup_total = times["sup import groups.yaml users.csv"] + times["sup reconcile (LDAP + Slurm)"]
     raw_total = times["raw: one ldapadd"] + times["raw: batched sacctmgr adds"]
-    rerun = times["re-run: sup import groups.yaml"] + times["re-run: sup import users.csv"]
+    rerun = times["re-run: sup import groups.yaml users.csv"]
     print(
         f"\n{args.users} users, {args.groups} groups, {args.accounts} Slurm accounts; "
         f"{facts['ldap entries']} LDAP entries, {facts['associations']} associations; "
@@ -260,12 +263,12 @@ def main() -> None:
             if name in cpu_of
             else f"| {name} | {seconds:.2f} | |"
         )
-    print(f"| **SUP total (imports + reconcile)** | **{sup_total:.2f}** |")
+    print(f"| **SUP total (import + reconcile)** | **{sup_total:.2f}** |")
     print(f"| **raw floor (ldapadd + sacctmgr)** | **{raw_total:.2f}** |")
     print(f"\nSUP / raw floor: **{sup_total / raw_total:.2f}x** (goal: within 2x)")
     print(
-        f"No-change re-run: imports {rerun:.2f} s, with the reconcile "
-        f"{rerun + times['re-run: sup reconcile']:.2f} s; changes (groups file, users file, targets) "
+        f"No-change re-run: import {rerun:.2f} s, with the reconcile "
+        f"{rerun + times['re-run: sup reconcile']:.2f} s; changes (import, targets) "
         f"{facts['re-run changes']}; store writes (audit rows, outbox marks) {facts['re-run store writes']}"
     )
     print(f"import summary: {facts['import']}")
