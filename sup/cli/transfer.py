@@ -4,7 +4,8 @@ Exit codes of `sup import` (as every command's, see sup/cli/common.py): 0 done (
 --skip-invalid are listed, not an error), 2 usage, 4 some records could not be written (each listed;
 the others were), 5 the input is invalid (every problem listed; nothing written), 6 settings or
 database not ready (or the LDAP/Slurm source to adopt from is not configured or not reachable),
-7 --prune refused by the mass-change guard (nothing written; --force), 8 --plan could not plan a target.
+7 --prune refused by the mass-change guard (nothing written; --force), 8 --plan could not plan a target,
+130 interrupted (Ctrl-C; whole chunks stay written, a re-run finishes the import).
 """
 
 from __future__ import annotations
@@ -83,6 +84,13 @@ def import_(
                     raise typer.Exit(int(Exit.TARGET_FAILED))
                 return
             outcome = _apply(cli, plan, quiet=as_json)
+    except KeyboardInterrupt:
+        err.print(
+            "interrupted: the chunks written so far stay (each whole, with its outbox marks); "
+            "run the same import again to finish it",
+            highlight=False,
+        )
+        raise typer.Exit(130) from None
     except LockTimeout:
         fail("another import is running", Exit.CONFLICT)
     _report(plan, outcome, as_json=as_json, dry_run=False)

@@ -229,7 +229,10 @@ def test_prune_suspends_through_the_lifecycle_and_is_guarded(
     assert not any(active for _, active, _ in _users(sessions).values())
 
 
-def test_killed_import_reruns_to_completion_without_duplicates(tmp_path: Path) -> None:
+@pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGINT], ids=["kill-9", "ctrl-c"])
+def test_interrupted_import_reruns_to_completion_without_duplicates(
+    tmp_path: Path, how: signal.Signals
+) -> None:
     url = f"sqlite:///{tmp_path / 'sup.db'}"
     env = sup_env(SUP_DATABASE_URL=url)
     assert run_sup("db", "upgrade", env=env).returncode == 0
@@ -240,7 +243,13 @@ def test_killed_import_reruns_to_completion_without_duplicates(tmp_path: Path) -
     from sqlalchemy import create_engine
 
     engine = create_engine(url)
-    process = subprocess.Popen([sup_executable(), "import", str(doc)], env=env, stdout=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        [sup_executable(), "import", str(doc)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 120
     created = 0
     while time.monotonic() < deadline and process.poll() is None:
@@ -249,8 +258,10 @@ def test_killed_import_reruns_to_completion_without_duplicates(tmp_path: Path) -
         if created >= 1000:
             break
         time.sleep(0.05)
-    process.send_signal(signal.SIGKILL)
-    process.wait()
+    process.send_signal(how)
+    _, stderr = process.communicate(timeout=60)
+    if how == signal.SIGINT:
+        assert process.returncode == 130 and "run the same import again" in stderr, stderr
     assert 1000 <= created < 6000, f"the import was not caught midway ({created} users)"
     with engine.connect() as connection:
         partial = connection.scalar(select(func.count()).select_from(User)) or 0
