@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from sup import __version__
-from sup.cli import db, identities, reconcile, sync, tokens
+from sup.cli import db, identities, reconcile, sync, tokens, transfer
 from sup.cli.common import Exit, context, fail
 from sup.cli.sssd import sssd_config
 
@@ -26,6 +26,8 @@ app.add_typer(sync.app, name="sync")
 app.command()(reconcile.plan)
 app.command()(reconcile.reconcile)
 app.command(name="sssd-config")(sssd_config)
+app.command(name="import")(transfer.import_)
+app.command()(transfer.export)
 
 
 @app.command()

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
 import typer
 
 from sup.cli.common import Exit, context, err, fail, out, print_json
@@ -36,6 +40,29 @@ def plan(
         raise typer.Exit(int(Exit.TARGET_FAILED))
 
 
+@contextmanager
+def _progress(wanted: bool) -> Iterator[Callable[[str], None] | None]:
+    """A progress bar over the pass's steps (the store read, then each target), on a terminal only."""
+    if not wanted or not sys.stderr.isatty():
+        yield None
+        return
+    from sup.cli.transfer import progress_bar
+
+    steps = 1 + len(TARGETS)
+    with progress_bar() as bar:
+        task = bar.add_task("reconcile", total=steps)
+        started = False
+
+        def step(name: str) -> None:
+            nonlocal started
+            if started:
+                bar.advance(task)
+            started = True
+            bar.update(task, description="reading the store" if name == "store" else f"target {name}")
+
+        yield step
+
+
 def reconcile(
     target: list[str] = typer.Option(None, "--target", help=TARGET_HELP),
     as_json: bool = typer.Option(False, "--json", help="print the pass as JSON"),
@@ -46,9 +73,14 @@ def reconcile(
     cli = context()
     cli.require_migrated()
     try:
-        with exclusive(cli.engine, "reconcile", timeout=wait):
+        with exclusive(cli.engine, "reconcile", timeout=wait), _progress(not as_json) as step:
             result = run_pass(
-                cli.settings, make_sessionmaker(cli.engine), only=target or None, apply=True, force=force
+                cli.settings,
+                make_sessionmaker(cli.engine),
+                only=target or None,
+                apply=True,
+                force=force,
+                progress=step,
             )
     except LockTimeout as exc:
         fail(f"{exc}; another reconcile is running", Exit.CONFLICT)

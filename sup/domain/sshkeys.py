@@ -13,6 +13,7 @@ import binascii
 import hashlib
 import struct
 from dataclasses import dataclass
+from functools import lru_cache
 
 from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives.asymmetric import rsa
@@ -73,6 +74,12 @@ def parse_ssh_public_key(text: str) -> SshPublicKey:
     """Parse one public key line such as `ssh-ed25519 AAAAC3... kim@laptop`."""
     if not isinstance(text, str):
         raise InvalidSshKey("an SSH public key must be a string")
+    return _parse(text)
+
+
+# A bulk import meets each key three times (schema, plan, write): parsing is most of its CPU time.
+@lru_cache(maxsize=16384)
+def _parse(text: str) -> SshPublicKey:
     if len(text) > MAX_KEY_LINE:
         raise InvalidSshKey(f"key is {len(text)} characters long; at most {MAX_KEY_LINE} are allowed")
     line = text.strip()

@@ -119,8 +119,11 @@ def run_pass(
     force: bool = False,
     opener: TargetOpener = open_target,
     scoped: bool = False,
+    progress: Callable[[str], None] | None = None,
 ) -> Pass:
-    """Plan (and with `apply`, reconcile) every selected target against the store.
+    """Plan (and with `apply`, reconcile) every selected target against the store. `progress` is
+    told each step as it starts ("store", then each target's name; the targets run side by side),
+    for a progress display.
 
     A full reconcile (every target) that ends cleanly also clears the outbox marks it covered: those
     read before the store snapshot, unless re-marked since.
@@ -134,11 +137,14 @@ def run_pass(
     with sessions() as session:
         marks = outbox.pending(session) if apply and len(selected) == len(TARGETS) else []
     scope = scope_of(marks) if scoped else None
+    step = progress or (lambda _: None)
+    step("store")
     desired = desired_state(sessions, settings)
     enabled = [name for name in selected if settings.target_enabled(name)]
     baselines = {name: _active_on_target(sessions, name) if apply else frozenset() for name in enabled}
 
     def one(name: str) -> TargetPass:
+        step(name)
         started = time.perf_counter()
         result = _one_target(
             name, settings, desired, baselines[name], opener, apply=apply, force=force, scope=scope
@@ -225,6 +231,20 @@ def too_many_suspensions(settings: Settings, count: int, total: int) -> bool:
     same rule for the targets here and for a source about to suspend people, sup/sources)."""
     limit, share = settings.reconcile.max_suspensions, settings.reconcile.max_suspension_share
     return count > limit or (count > MIN_USERS_FOR_SHARE and total > 0 and count / total > share)
+
+
+def plan_from_session(settings: Settings, session: Session, *, opener: TargetOpener = open_target) -> Pass:
+    """Plan every enabled target against the store as `session` sees it, uncommitted changes
+    included (`sup import --dry-run --plan` shows the plan an import would lead to)."""
+    desired = derive(load_snapshot(session), policy_of(settings))
+    return Pass(
+        [
+            _one_target(name, settings, desired, frozenset(), opener, apply=False, force=False)
+            if settings.target_enabled(name)
+            else TargetPass(name, DISABLED)
+            for name in TARGETS
+        ]
+    )
 
 
 def mass_change(settings: Settings, desired: DesiredState, baseline: frozenset[str]) -> str | None:

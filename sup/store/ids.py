@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Literal
 
-from sqlalchemy import select
+from sqlalchemy import insert, select
 from sqlalchemy.orm import Session
 
 from sup.config import FORBIDDEN_IDS, IdRange
@@ -114,3 +114,92 @@ def rename_owner(session: Session, kind: Kind, number: int, owner_name: str) -> 
     allocation = session.get(IdAllocation, (kind, number))
     if allocation is not None:
         allocation.owner_name = owner_name
+
+
+# --- in batch (bulk import): the same rules, a few statements for many numbers ------------------------
+
+
+def taken(session: Session, kind: Kind, numbers: Iterable[int]) -> set[int]:
+    """Which of `numbers` were ever allocated (in use or tombstoned), or are system ids."""
+    wanted = sorted(set(numbers))
+    found = {n for n in wanted if n in FORBIDDEN_IDS}
+    for start in range(0, len(wanted), 500):
+        found |= set(
+            session.scalars(
+                select(IdAllocation.number).where(
+                    IdAllocation.kind == kind, IdAllocation.number.in_(wanted[start : start + 500])
+                )
+            )
+        )
+    return found
+
+
+def claim_many(
+    session: Session,
+    kind: Kind,
+    claims: list[tuple[int, str, str]],
+    *,
+    accepted: Iterable[IdRange],
+    field: str,
+) -> None:
+    """Take supplied numbers (number, owner_kind, owner_name) as `claim` does, all or none."""
+    ranges = list(accepted)
+    for number, _, owner in claims:
+        if number in FORBIDDEN_IDS or not any(number in r for r in ranges):
+            allowed = ", ".join(str(r) for r in ranges)
+            raise InvalidInput(
+                FieldError(field, f"{owner}: {number} is outside the allowed ranges ({allowed})")
+            )
+    if not claims:
+        return
+    _lock_counter(session, kind)
+    clash = taken(session, kind, (n for n, _, _ in claims))
+    if clash:
+        number = min(clash)
+        existing = session.get(IdAllocation, (kind, number))
+        described = _describe(existing) if existing is not None else "is a system id"
+        raise Conflict(f"{field} {number} {described}", field=field)
+    _insert(session, kind, claims)
+
+
+def allocate_many(
+    session: Session, kind: Kind, id_range: IdRange, owners: list[tuple[str, str]], *, field: str
+) -> list[int]:
+    """`allocate` for many owners (owner_kind, owner_name) at once: the lowest never-used numbers."""
+    if not owners:
+        return []
+    counter = _lock_counter(session, kind)
+    candidate = counter.next_number if counter.next_number in id_range else id_range.min
+    numbers: list[int] = []
+    while len(numbers) < len(owners) and candidate <= id_range.max:
+        end = min(candidate + max(_WINDOW, 2 * (len(owners) - len(numbers))) - 1, id_range.max)
+        used = set(
+            session.scalars(
+                select(IdAllocation.number).where(
+                    IdAllocation.kind == kind, IdAllocation.number.between(candidate, end)
+                )
+            )
+        )
+        for number in range(candidate, end + 1):
+            if number not in used and number not in FORBIDDEN_IDS:
+                numbers.append(number)
+                if len(numbers) == len(owners):
+                    break
+        candidate = end + 1
+    if len(numbers) < len(owners):
+        raise Conflict(f"no free {kind} left in range {id_range}; widen ids.{kind}_range", field=field)
+    _insert(session, kind, [(n, ok, on) for n, (ok, on) in zip(numbers, owners, strict=True)])
+    counter.next_number = numbers[-1] + 1
+    session.flush()
+    return numbers
+
+
+def _insert(session: Session, kind: Kind, rows: list[tuple[int, str, str]]) -> None:
+    now = utcnow()
+    session.execute(
+        insert(IdAllocation),
+        [
+            {"kind": kind, "number": n, "owner_kind": ok, "owner_name": on, "allocated_at": now}
+            for n, ok, on in rows
+        ],
+    )

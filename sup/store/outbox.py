@@ -6,7 +6,7 @@ even if every target is down right now. Marks coalesce per object (one row per k
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Literal, cast
 
 from sqlalchemy import Table, bindparam, delete, func, select
@@ -56,3 +56,20 @@ def pending(session: Session) -> list[tuple[str, str, int]]:
         select(OutboxMark.kind, OutboxMark.name, OutboxMark.generation).order_by(OutboxMark.marked_at)
     )
     return [(kind, name, generation) for kind, name, generation in rows]
+
+
+def mark_dirty_many(session: Session, kind: MarkKind, names: Iterable[str]) -> None:
+    """`mark_dirty` for many objects of one kind: the same upsert, sent as one executemany."""
+    rows = [{"kind": kind, "name": name} for name in sorted(set(names))]
+    if not rows:
+        return
+    insert = postgresql.insert if is_postgresql(session) else sqlite.insert
+    now = utcnow()
+    statement = insert(OutboxMark).values(
+        kind=bindparam("kind"), name=bindparam("name"), generation=1, marked_at=now
+    )
+    statement = statement.on_conflict_do_update(
+        index_elements=[OutboxMark.kind, OutboxMark.name],
+        set_={"generation": OutboxMark.generation + 1, "marked_at": now},
+    )
+    session.connection().execute(statement, rows)

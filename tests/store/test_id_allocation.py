@@ -169,3 +169,37 @@ def test_parallel_creates_on_postgresql_never_share_a_number(
         assert sorted(uids) == list(range(10000, 10400))
     finally:
         engine.dispose()
+
+
+def test_batch_allocation_skips_used_and_tombstoned_numbers(
+    database_url: str, sessions: sessionmaker[Session]
+) -> None:
+    """The bulk import's allocator follows the same rules: lowest never-used numbers, tombstones
+    skipped, supplied numbers refused when taken, and the one-at-a-time allocator continues after it."""
+    from sup.config import IdRange
+    from sup.store import ids
+
+    settings = _settings(database_url)
+    _create(sessions, settings, username="first")  # uid 10000
+    _create(sessions, settings, username="gone", uid_number=10002)
+    with sessions.begin() as session:
+        delete_user(session, ACTOR, "gone")  # 10002 becomes a tombstone
+    with sessions.begin() as session:
+        numbers = ids.allocate_many(
+            session, "uid", IdRange(min=10000, max=10010), [("user", f"b{n}") for n in range(4)], field="uid"
+        )
+    assert numbers == [10001, 10003, 10004, 10005]
+    assert _create(sessions, settings, username="after").uid_number == 10006
+    with sessions.begin() as session, pytest.raises(Conflict, match="10002 belonged to user 'gone'"):
+        ids.claim_many(
+            session, "uid", [(10002, "user", "x")], accepted=[IdRange(min=10000, max=10010)], field="uid"
+        )
+    with sessions.begin() as session, pytest.raises(Conflict, match="no free uid"):
+        ids.allocate_many(
+            session, "uid", IdRange(min=10000, max=10010), [("user", f"c{n}") for n in range(6)], field="uid"
+        )
+    with sessions() as session:
+        assert (
+            session.scalar(select(func.count()).select_from(IdAllocation).where(IdAllocation.kind == "uid"))
+            == 7
+        )

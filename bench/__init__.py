@@ -1,0 +1,1 @@
+"""Benchmarks (not tests): each script starts its own real servers and prints a Markdown table."""
