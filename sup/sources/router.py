@@ -11,7 +11,7 @@ from pydantic import Field
 from sup.api import API_PREFIX
 from sup.api.context import Operator, Viewer
 from sup.common.schemas import Body
-from sup.errors import ConfigurationError
+from sup.errors import NotFound
 from sup.sources.keycloak.runner import NAME, full_sync
 from sup.store.models import SourceState
 
@@ -28,9 +28,17 @@ class SyncRequest(Body):
     )
 
 
+class SourceNotConfigured(NotFound):
+    """A source that is not configured is not there (404), not a server failing (5xx)."""
+
+    def __init__(self, name: str, hint: str) -> None:
+        super().__init__("source", name)
+        self.message = f"the {name} source is not configured ({hint})"
+
+
 def _configured(ctx: Any) -> None:
     if ctx.settings.keycloak is None:
-        raise ConfigurationError("the Keycloak source is not configured (SUP_KEYCLOAK__URL, ...)")
+        raise SourceNotConfigured("Keycloak", "SUP_KEYCLOAK__URL, ...")
 
 
 @router.get("/sources/{name}", summary="The source's last pull: when, what it did, the last error")

@@ -14,9 +14,9 @@ from tests.conftest import bearer
 from tests.support.ports import free_port
 
 
-def test_not_configured_is_503_and_readyz_says_disabled(client: TestClient, tokens: dict[str, str]) -> None:
+def test_not_configured_is_404_and_readyz_says_disabled(client: TestClient, tokens: dict[str, str]) -> None:
     answer = client.post("/api/v1/sources/keycloak/sync", headers=bearer(tokens["operator"]))
-    assert answer.status_code == 503 and "not configured" in answer.json()["detail"]
+    assert answer.status_code == 404 and "not configured" in answer.json()["detail"]
     assert client.get("/readyz").json()["sources"] == {"keycloak": "disabled"}
     assert client.post("/api/v1/sources/ldap/sync", headers=bearer(tokens["operator"])).status_code == 422
 
