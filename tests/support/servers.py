@@ -8,7 +8,8 @@ themselves inside a server (a fresh base DN, cluster or namespace), never by res
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Protocol, TypeVar
 
 import pytest
 
@@ -20,51 +21,59 @@ from tests.support.slapd import SlapdServer, SlapdUnavailable
 from tests.support.slurmdbd import SlurmdbdServer, SlurmdbdUnavailable
 
 
-def _start_slapd(schema: str) -> Iterator[SlapdServer]:
+class _Server(Protocol):
+    def stop(self) -> None: ...
+
+
+S = TypeVar("S", bound=_Server)
+
+
+def _running(start: Callable[[], S], unavailable: type[Exception]) -> Iterator[S]:
+    """Start a server for the session (skipped, which CI turns into a failure, when this machine
+    cannot run it) and stop it at the end."""
     try:
-        server = SlapdServer(schema)
-        server.start()
-    except SlapdUnavailable as exc:
+        server = start()
+    except unavailable as exc:
         pytest.skip(str(exc))
     try:
         yield server
     finally:
         server.stop()
+
+
+def _slapd(schema: str) -> SlapdServer:
+    return SlapdServer(schema).start()
+
+
+def _slurmdbd() -> SlurmdbdServer:
+    server = SlurmdbdServer()
+    server.start()
+    return server
 
 
 @pytest.fixture(scope="session")
 def slapd_rfc2307bis() -> Iterator[SlapdServer]:
-    yield from _start_slapd("rfc2307bis")
+    yield from _running(lambda: _slapd("rfc2307bis"), SlapdUnavailable)
 
 
 @pytest.fixture(scope="session")
 def slapd_rfc2307() -> Iterator[SlapdServer]:
-    yield from _start_slapd("rfc2307")
+    yield from _running(lambda: _slapd("rfc2307"), SlapdUnavailable)
 
 
 @pytest.fixture(scope="session")
 def slurmdbd() -> Iterator[SlurmdbdServer]:
-    try:
-        server = SlurmdbdServer()
-    except SlurmdbdUnavailable as exc:
-        pytest.skip(str(exc))
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
+    yield from _running(_slurmdbd, SlurmdbdUnavailable)
 
 
 @pytest.fixture(scope="session")
 def kubeapi() -> Iterator[KubeApiServer]:
-    try:
-        server = KubeApiServer().start()
-    except KubeApiUnavailable as exc:
-        pytest.skip(str(exc))
-    try:
-        yield server
-    finally:
-        server.stop()
+    yield from _running(lambda: KubeApiServer().start(), KubeApiUnavailable)
+
+
+@pytest.fixture(scope="session")
+def keycloak() -> Iterator[KeycloakServer]:
+    yield from _running(lambda: KeycloakServer().start(), KeycloakUnavailable)
 
 
 @pytest.fixture(scope="session")
@@ -73,18 +82,6 @@ def helm_binary() -> str:
         return find_helm()
     except HelmUnavailable as exc:
         pytest.skip(str(exc))
-
-
-@pytest.fixture(scope="session")
-def keycloak() -> Iterator[KeycloakServer]:
-    try:
-        server = KeycloakServer().start()
-    except KeycloakUnavailable as exc:
-        pytest.skip(str(exc))
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture(scope="session")
