@@ -41,7 +41,15 @@ def test_plan_and_reconcile_endpoints(
     assert plan.status_code == 200
     assert plan.json() == {
         "targets": [
-            {"target": t, "state": "disabled", "error": None, "changes": 0, "applied": 0, "failed": []}
+            {
+                "target": t,
+                "state": "disabled",
+                "scoped": False,
+                "error": None,
+                "changes": 0,
+                "applied": 0,
+                "failed": [],
+            }
             for t in ("ldap", "slurm", "kube")
         ],
         "changes": [],

@@ -6,11 +6,13 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from typing import Any
 
 import httpx
 
 from tests.e2e.stack import Stack, statuses, wait_until
 from tests.support import keys
+from tests.support.server import SupServer
 
 API = "/api/v1"
 
@@ -39,6 +41,11 @@ def _converged(stack: Stack, users: list[str]) -> Callable[[], bool]:
     return check
 
 
+def _reconciler(server: SupServer) -> dict[str, Any]:
+    state: dict[str, Any] = httpx.get(f"{server.url}/readyz", timeout=10).json()["reconciler"]
+    return state
+
+
 def _plan(stack: Stack) -> list[dict[str, object]]:
     result: list[dict[str, object]] = json.loads(stack.sup("plan", "--json"))
     return result
@@ -59,13 +66,23 @@ def test_a_user_created_through_the_api_reaches_every_target(stack: Stack) -> No
 
 
 def test_drift_in_every_target_is_repaired_by_the_scheduled_pass(make_stack: Callable[..., Stack]) -> None:
-    # Long enough that the drift is still there when `sup plan` looks (a loaded machine takes seconds).
-    stack = make_stack(interval_seconds=15)
+    interval = 20
+    stack = make_stack(interval_seconds=interval)
     stack.start_sssd()
     server = stack.serve()
     admin = stack.token()
     _onboard(server.url, admin, "kim", "saul")
     wait_until(_converged(stack, ["kim", "saul"]), timeout=30, what="first convergence")
+    # Right after a scheduled pass, so that the drift is still there when `sup plan` looks: the next
+    # one is `interval` seconds away (timing against the clock alone failed on a loaded machine).
+    last = _reconciler(server)["last_pass_at"]
+    wait_until(
+        lambda: (
+            _reconciler(server)["last_trigger"] == "schedule" and _reconciler(server)["last_pass_at"] != last
+        ),
+        timeout=interval + 30,
+        what="a scheduled pass",
+    )
 
     # Hand-made drift nobody reports to SUP: an attribute edited in LDAP, an association deleted in
     # Slurm, an object deleted in Kubernetes.
@@ -89,7 +106,7 @@ def test_drift_in_every_target_is_repaired_by_the_scheduled_pass(make_stack: Cal
             stack.sssd.run("sss_cache", "-E")
         return _converged(stack, ["kim", "saul"])() and ":/bin/bash" in (stack.getent("kim") or "")
 
-    wait_until(repaired, timeout=60, what="drift repaired by the scheduled pass")
+    wait_until(repaired, timeout=interval + 60, what="drift repaired by the scheduled pass")
     assert _plan(stack) == []
 
 
