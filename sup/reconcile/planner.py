@@ -139,8 +139,9 @@ def run_pass(
     scope = scope_of(marks) if scoped else None
     step = progress or (lambda _: None)
     step("store")
-    desired = desired_state(sessions, settings)
     enabled = [name for name in selected if settings.target_enabled(name)]
+    # No target to read: the store need not be either (an API-only deployment's passes cost nothing).
+    desired = desired_state(sessions, settings) if enabled else DesiredState()
     baselines = {name: _active_on_target(sessions, name) if apply else frozenset() for name in enabled}
 
     def one(name: str) -> TargetPass:
