@@ -4,7 +4,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import shutil
+import socket
 import subprocess
 import time
 import urllib.parse
@@ -88,12 +90,16 @@ def cn_config_slapd(tmp_path: Path) -> Iterator[tuple[str, str]]:
         stderr=subprocess.DEVNULL,
     )
     try:
-        for _ in range(200):
-            if (tmp_path / "ldapi").exists():
+        # Ready when the ldapi socket accepts a connection (the file appears a moment before that).
+        for _ in range(400):
+            if process.poll() is not None:
+                pytest.fail(f"slapd (cn=config) exited with {process.returncode}")
+            with contextlib.suppress(OSError), socket.socket(socket.AF_UNIX) as probe:
+                probe.connect(str(tmp_path / "ldapi"))
                 break
             time.sleep(0.05)
         else:
-            pytest.fail("slapd (cn=config) did not open its ldapi socket")
+            pytest.fail("slapd (cn=config) did not accept connections on its ldapi socket")
         yield ldapi, ldap
     finally:
         process.terminate()
