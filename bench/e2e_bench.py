@@ -45,6 +45,7 @@ from sup.store.session import make_engine, make_sessionmaker
 from sup.targets.ldap.sssd_config import render
 from sup.users.schemas import UserCreate
 from sup.users.service import create_user
+from tests.e2e.stack import wait_until
 from tests.support.cli import run_sup, sup_env
 from tests.support.keys import ed25519_key
 from tests.support.kubeapi import KubeApiServer
@@ -85,17 +86,6 @@ def timed(call: Callable[[], Any]) -> tuple[float, Any]:
     started = time.perf_counter()
     value = call()
     return time.perf_counter() - started, value
-
-
-def latency(
-    condition: Callable[[], bool], timeout: float = 120, every: float = 0.05
-) -> float:  # seconds until condition() holds
-    started = time.perf_counter()
-    while time.perf_counter() - started < timeout:
-        if condition():
-            return time.perf_counter() - started
-        time.sleep(every)
-    raise RuntimeError(f"not reached within {timeout} s")
 
 
 def main() -> None:
@@ -185,7 +175,7 @@ def main() -> None:
             scim_api = httpx.Client(
                 base_url=server.url, headers={"Authorization": f"Bearer {scim}"}, timeout=30
             )
-            latency(lambda: api.get("/readyz").json()["reconciler"].get("last_pass_at") is not None)
+            wait_until(lambda: api.get("/readyz").json()["reconciler"].get("last_pass_at") is not None, 120)
 
             def provisioned(name: str) -> Callable[[], bool]:
                 def check() -> bool:
@@ -202,7 +192,7 @@ def main() -> None:
                 started = time.perf_counter()
                 response = api.post("/api/v1/users", json={"username": name, "groups": ["lab000"]})
                 response.raise_for_status()
-                api_times.append(time.perf_counter() - started + latency(provisioned(name)))
+                api_times.append(time.perf_counter() - started + wait_until(provisioned(name), 120))
             rows.append(("**API write → getent via sssd + sacctmgr association**", _spread(api_times)))
             scim_times = []
             for i in range(args.samples):
@@ -213,7 +203,9 @@ def main() -> None:
                     json={"schemas": ["urn:ietf:params:scim:schemas:core:2.0:User"], "userName": name},
                 )
                 created.raise_for_status()
-                scim_times.append(time.perf_counter() - started + latency(provisioned_ldap(sssd, name)))
+                scim_times.append(
+                    time.perf_counter() - started + wait_until(provisioned_ldap(sssd, name), 120)
+                )
             rows.append(("**SCIM POST /Users → getent via sssd**", _spread(scim_times)))
         finally:
             server.stop()

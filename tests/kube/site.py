@@ -13,17 +13,13 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from sup.config import Settings
-from sup.groups.schemas import GroupCreate, GroupPatch
-from sup.groups.service import create_group, update_group
 from sup.reconcile.planner import Pass, run_pass
 from sup.store.models import TargetStatus
 from sup.targets.base import Target
 from sup.targets.kube import KubeTarget
-from sup.users.schemas import UserCreate, UserPatch
-from sup.users.service import create_user, delete_user, update_user
-from tests.conftest import ACTOR
 from tests.support.cli import sup_env
 from tests.support.kubeapi import Admin, KubeApiServer, collection
+from tests.support.store_edits import StoreEdits
 
 PLURALS = {
     "pvc": "persistentvolumeclaims",
@@ -34,7 +30,7 @@ PLURALS = {
 
 
 @dataclass
-class Site:
+class Site(StoreEdits):
     server: KubeApiServer
     namespace: str
     settings: Settings
@@ -44,26 +40,6 @@ class Site:
     now: datetime.datetime | None = None  # a fixed clock for retention tests; None: the real one
 
     # --- the store -----------------------------------------------------------------------------------
-
-    def add_user(self, username: str, **fields: Any) -> None:
-        with self.sessions.begin() as session:
-            create_user(session, self.settings, ACTOR, UserCreate(username=username, **fields))
-
-    def update_user(self, current_name: str, /, **fields: Any) -> None:
-        with self.sessions.begin() as session:
-            update_user(session, self.settings, ACTOR, current_name, UserPatch(**fields))
-
-    def delete_user(self, username: str) -> None:
-        with self.sessions.begin() as session:
-            delete_user(session, ACTOR, username)
-
-    def add_group(self, name: str, **fields: Any) -> None:
-        with self.sessions.begin() as session:
-            create_group(session, self.settings, ACTOR, GroupCreate(name=name, **fields))
-
-    def update_group(self, current_name: str, /, **fields: Any) -> None:
-        with self.sessions.begin() as session:
-            update_group(session, self.settings, ACTOR, current_name, GroupPatch(**fields))
 
     def statuses(self) -> dict[str, tuple[str, str | None]]:
         with self.sessions() as session:

@@ -11,20 +11,16 @@ from ldap3 import BASE, SUBTREE
 from sqlalchemy.orm import Session, sessionmaker
 
 from sup.config import Settings
-from sup.groups.schemas import GroupCreate, GroupPatch
-from sup.groups.service import create_group, update_group
 from sup.reconcile.planner import Pass, run_pass
 from sup.targets.base import Target
 from sup.targets.ldap import LdapTarget
-from sup.users.schemas import UserCreate, UserPatch
-from sup.users.service import create_user, delete_user, update_user
-from tests.conftest import ACTOR
 from tests.support.cli import sup_env
 from tests.support.slapd import SlapdServer
+from tests.support.store_edits import StoreEdits
 
 
 @dataclass
-class Site:
+class Site(StoreEdits):
     slapd: SlapdServer
     base_dn: str
     settings: Settings
@@ -50,26 +46,6 @@ class Site:
         return f"cn={name},{self.groups_dn}"
 
     # --- the store -----------------------------------------------------------------------------------
-
-    def add_user(self, username: str, **fields: Any) -> None:
-        with self.sessions.begin() as session:
-            create_user(session, self.settings, ACTOR, UserCreate(username=username, **fields))
-
-    def update_user(self, current_name: str, /, **fields: Any) -> None:
-        with self.sessions.begin() as session:
-            update_user(session, self.settings, ACTOR, current_name, UserPatch(**fields))
-
-    def delete_user(self, username: str) -> None:
-        with self.sessions.begin() as session:
-            delete_user(session, ACTOR, username)
-
-    def add_group(self, name: str, **fields: Any) -> None:
-        with self.sessions.begin() as session:
-            create_group(session, self.settings, ACTOR, GroupCreate(name=name, **fields))
-
-    def update_group(self, current_name: str, /, **fields: Any) -> None:
-        with self.sessions.begin() as session:
-            update_group(session, self.settings, ACTOR, current_name, GroupPatch(**fields))
 
     def env(self) -> dict[str, str]:
         """The environment that gives the `sup` command this site's settings."""

@@ -30,6 +30,7 @@ import httpx
 from keycloak import KeycloakAdmin, KeycloakOpenID
 
 from tests.support.ports import free_port
+from tests.support.processes import stop_process
 
 REPO = Path(__file__).resolve().parents[2]
 FETCH_SCRIPT = REPO / "scripts" / "fetch-keycloak"
@@ -109,13 +110,7 @@ class KeycloakServer:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) if path.exists() else ""
 
     def stop(self) -> None:
-        if self._process is not None and self._process.poll() is None:
-            self._process.terminate()
-            try:
-                self._process.wait(30)
-            except subprocess.TimeoutExpired:
-                self._process.kill()
-                self._process.wait(10)
+        stop_process(self._process, timeout=30)
         if self._log is not None:
             self._log.close()
         shutil.rmtree(self._dir, ignore_errors=True)

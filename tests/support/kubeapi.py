@@ -35,6 +35,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from tests.support.ports import free_port
+from tests.support.processes import stop_process
 
 REPO = Path(__file__).resolve().parents[2]
 BUILD_SCRIPT = REPO / "scripts" / "build-kube-apiserver"
@@ -308,13 +309,7 @@ class KubeApiServer:
 
     def stop(self) -> None:
         for process in reversed(self.processes):
-            if process.poll() is None:
-                process.terminate()
-                try:
-                    process.wait(timeout=15)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    process.wait()
+            stop_process(process)
         for log in self._logs:
             log.close()
         shutil.rmtree(self.root, ignore_errors=True)

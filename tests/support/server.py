@@ -10,6 +10,7 @@ import httpx
 
 from tests.support.cli import sup_executable
 from tests.support.ports import free_port
+from tests.support.processes import stop_process
 
 
 class SupServer:
@@ -42,10 +43,5 @@ class SupServer:
         raise RuntimeError(f"sup serve did not become ready: {self.log_path.read_text()}")
 
     def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        stop_process(self.process, timeout=10)
         self._log.close()

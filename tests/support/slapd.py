@@ -36,6 +36,7 @@ from cryptography.x509.oid import NameOID
 from ldap3 import SAFE_SYNC, Connection, Server
 
 from tests.support.ports import free_port
+from tests.support.processes import stop_process
 
 REPO = Path(__file__).resolve().parents[2]
 TEMPLATES = REPO / "templates"
@@ -230,13 +231,7 @@ refint_attributes member
             raise RuntimeError(f"cannot add {dn}: {result}")
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop_process(self.process)
         if hasattr(self, "_log"):
             self._log.close()
         shutil.rmtree(self.root, ignore_errors=True)

@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tests.support.ports import free_port
+from tests.support.processes import stop_process
 
 DB_PASSWORD = "sup-test-slurmdbd"  # a test fixture's password; never used anywhere else
 REQUIRED = ("munged", "mungekey", "mariadbd", "mariadb-install-db", "mariadb", "slurmdbd", "sacctmgr")
@@ -99,13 +100,7 @@ class SlurmdbdServer:
 
     def stop(self) -> None:
         for process in reversed(self._processes):
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-                try:
-                    process.wait(timeout=20)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    process.wait()
+            stop_process(process, timeout=20)
         self._processes.clear()
         shutil.rmtree(self.root, ignore_errors=True)
 

@@ -18,6 +18,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from tests.support.processes import stop_process
+
 NSSWITCH = """passwd: files sss
 group: files sss
 shadow: files
@@ -167,13 +169,7 @@ class SssdServer:
         return result.stdout + result.stderr
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop_process(self.process)
         if hasattr(self, "_log"):
             self._log.close()
         shutil.rmtree(self.root, ignore_errors=True)
