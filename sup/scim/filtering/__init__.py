@@ -16,6 +16,8 @@ one expression, so that filtering, counting, sorting and paging happen in the da
 Strings compare case-insensitively unless the attribute is `caseExact` (RFC 7643 §2.1). Every
 condition is two-valued (never SQL NULL), so `not (...)` means what it says: `not (title pr)` matches
 users without a title. An absent attribute matches `ne` and nothing else, as RFC 7644 §3.4.2.2 reads.
+A multi-valued attribute matches when any of its values does (RFC 7644 §3.4.2.2), `ne` included:
+`emails ne "x"` finds the users with an email other than x, not those without emails.
 """
 
 from sup.scim.filtering.attributes import AttributeMap, GroupAttributeMap, UserAttributeMap

@@ -55,6 +55,10 @@ class SqlFilter(FilterVisitor[Condition]):
         binding = self.filter.resolve(node.attr_path, strict=False)
         if binding is None:  # an attribute this resource type does not have (a root search): false
             return false()
+        if binding.is_multivalued and binding.sub_field_name:
+            # `emails.type pr` means `emails[type pr]` (RFC 7644 §3.4.2.2): some element has one.
+            sub = canonical_sub(binding)
+            return self._any(binding, lambda operand: _has_value(operand(sub)))
         return self.attributes.present(binding)
 
     def visit_comparison(self, node: Comparison) -> Condition:
@@ -108,11 +112,15 @@ class _ElementFilter:
             assert binding.sub_field_name is not None
             sub = canonical_sub(binding)
             if isinstance(node, Present):
-                found = operand(sub)
-                return false() if found is None else found.expr.is_not(None)
+                return _has_value(operand(sub))
             value = coerce_value(binding, node.value, node.op)
             return SqlFilter._compare(operand(sub), node.op, value)
         raise InvalidFilterException(detail="value filters cannot be nested")
+
+
+def _has_value(operand: Operand | None) -> Condition:
+    """`pr` on one element's sub-attribute."""
+    return false() if operand is None else operand.expr.is_not(None)
 
 
 def _count_terms(node: Any) -> int:
