@@ -13,7 +13,7 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine
 
-from sup.api.app import create_app
+from sup.app import create_app
 from sup.config import RateLimit, Settings
 from sup.scim.ratelimit import RateLimiter
 

@@ -1,4 +1,7 @@
-"""The FastAPI application: admin API under /api/v1, health endpoints, OpenAPI at /docs."""
+"""The composition root: the FastAPI application (admin API under /api/v1, SCIM under /scim/v2, health
+endpoints, OpenAPI at /docs) wired with every feature's router, the reconciler and the Keycloak puller.
+
+It sits above every feature package: nothing in sup/ but the CLI imports it."""
 
 from __future__ import annotations
 
