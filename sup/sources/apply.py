@@ -23,6 +23,7 @@ from sqlalchemy import delete, insert, select, tuple_
 from sqlalchemy.orm import Session
 
 from sup.config import Settings
+from sup.domain.ownership import IMPORT_SOURCE
 from sup.domain.sshkeys import parse_ssh_public_key
 from sup.errors import SupError
 from sup.groups.schemas import GroupCreate, GroupPatch
@@ -30,7 +31,6 @@ from sup.groups.service import delete_group, update_group
 from sup.slurm_accounts.schemas import SlurmAccountCreate, SlurmAccountPatch
 from sup.slurm_accounts.service import create_account, update_account
 from sup.sources.document import Record
-from sup.sources.ownership import IMPORT_SOURCE
 from sup.sources.plan import Item, Plan, user_values
 from sup.store import ids
 from sup.store.audit import Actor

@@ -17,6 +17,7 @@ from typing import Any, Literal
 from sqlalchemy.orm import Session
 
 from sup.config import Settings
+from sup.domain.ownership import may_change, refusal
 from sup.domain.posix import InvalidName, check_groupname
 from sup.domain.slurm import ROOT_ACCOUNT
 from sup.domain.sshkeys import parse_ssh_public_key
@@ -25,7 +26,6 @@ from sup.groups.schemas import GroupCreate
 from sup.slurm_accounts.schemas import SlurmAccountCreate
 from sup.sources.current import ACCOUNT_FIELDS, Current, load_current
 from sup.sources.document import Document, Kind, Problem, Record
-from sup.sources.ownership import may_change, refusal
 from sup.store import ids
 from sup.users.schemas import UserCreate, UserPatch
 from sup.users.service import _check_username_policy, _uid_ranges, private_gid_ranges
@@ -453,7 +453,7 @@ def _member_change(plan: Plan, name: str, *, by_user: bool) -> tuple[Any, Any]:
 
 
 def _ownership(plan: Plan, current: Current, settings: Settings) -> list[Problem]:
-    policy = settings.sources
+    policy = settings.sources.precedence
     found = []
     for item, record in plan.users:
         stored = current.users.get(item.name)
