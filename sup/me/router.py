@@ -26,11 +26,11 @@ from sup.config import Settings
 from sup.domain.fields import SshKeyLine
 from sup.domain.sshkeys import parse_ssh_public_key
 from sup.errors import NotFound
-from sup.reconcile.status import UserStatus, status_of
 from sup.store.audit import Actor
 from sup.store.models import User
 from sup.users.schemas import UserPatch
 from sup.users.service import update_user
+from sup.users.status import UserStatus, status_of
 
 router = APIRouter(prefix=f"{API_PREFIX}/me", tags=["self-service"])
 SELF = "self"
