@@ -23,6 +23,8 @@ from sqlalchemy import delete, insert, select, tuple_
 from sqlalchemy.orm import Session
 
 from sup.config import Settings
+from sup.domain.gids import private_gid_ranges
+from sup.domain.ownership import IMPORT_SOURCE
 from sup.domain.sshkeys import parse_ssh_public_key
 from sup.errors import SupError
 from sup.groups.schemas import GroupCreate, GroupPatch
@@ -30,14 +32,13 @@ from sup.groups.service import delete_group, update_group
 from sup.slurm_accounts.schemas import SlurmAccountCreate, SlurmAccountPatch
 from sup.slurm_accounts.service import create_account, update_account
 from sup.sources.document import Record
-from sup.sources.ownership import IMPORT_SOURCE
 from sup.sources.plan import Item, Plan, user_values
 from sup.store import ids
 from sup.store.audit import Actor
 from sup.store.models import AuditEntry, Group, Membership, SshKey, User, new_scim_id, utcnow
 from sup.store.outbox import mark_dirty_many
 from sup.users.schemas import UserCreate, UserPatch
-from sup.users.service import _default_home, _uid_ranges, create_user, private_gid_ranges, update_user
+from sup.users.service import _default_home, _uid_ranges, create_user, update_user
 
 CHUNK = 1000
 T = TypeVar("T")
@@ -387,7 +388,7 @@ def _private_gids(
         busy = ids.taken(session, "gid", (uid_of[n] for n in rest))
         claims += [(uid_of[n], "group", n) for n in rest if uid_of[n] not in busy]
         auto = [n for n in rest if uid_of[n] in busy]
-    ids.claim_many(session, "gid", claims, accepted=private_gid_ranges(settings), field="primary_gid")
+    ids.claim_many(session, "gid", claims, accepted=private_gid_ranges(settings.ids), field="primary_gid")
     numbers = ids.allocate_many(
         session, "gid", settings.ids.gid_range, [("group", n) for n in auto], field="primary_gid"
     )

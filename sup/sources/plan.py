@@ -17,6 +17,8 @@ from typing import Any, Literal
 from sqlalchemy.orm import Session
 
 from sup.config import Settings
+from sup.domain.gids import private_gid_ranges
+from sup.domain.ownership import may_change, refusal
 from sup.domain.posix import InvalidName, check_groupname
 from sup.domain.slurm import ROOT_ACCOUNT
 from sup.domain.sshkeys import parse_ssh_public_key
@@ -25,10 +27,9 @@ from sup.groups.schemas import GroupCreate
 from sup.slurm_accounts.schemas import SlurmAccountCreate
 from sup.sources.current import ACCOUNT_FIELDS, Current, load_current
 from sup.sources.document import Document, Kind, Problem, Record
-from sup.sources.ownership import may_change, refusal
 from sup.store import ids
 from sup.users.schemas import UserCreate, UserPatch
-from sup.users.service import _check_username_policy, _uid_ranges, private_gid_ranges
+from sup.users.service import _check_username_policy, _uid_ranges
 
 Action = Literal["create", "update", "unchanged", "suspend", "delete"]
 # Fields a record may leave empty to mean "as it is" (they cannot be cleared: PATCH refuses null).
@@ -231,7 +232,7 @@ def _check_users(session: Session, settings: Settings, doc: Document, current: C
                 )
                 add(f"{spec.uid_number} {said}", "uid_number")
         if spec.primary_gid is not None and existing is None and settings.ids.private_groups:
-            if not any(spec.primary_gid in r for r in private_gid_ranges(settings)):
+            if not any(spec.primary_gid in r for r in private_gid_ranges(settings.ids)):
                 add(f"{spec.primary_gid} is outside the allowed ranges", "primary_gid")
             elif spec.primary_gid in gids_taken:
                 add(f"gid {spec.primary_gid} is already allocated (gids are never reused)", "primary_gid")
@@ -453,7 +454,7 @@ def _member_change(plan: Plan, name: str, *, by_user: bool) -> tuple[Any, Any]:
 
 
 def _ownership(plan: Plan, current: Current, settings: Settings) -> list[Problem]:
-    policy = settings.sources
+    policy = settings.sources.precedence
     found = []
     for item, record in plan.users:
         stored = current.users.get(item.name)

@@ -34,13 +34,13 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 
 from sup.config import KeycloakSettings, Settings
+from sup.domain.guards import too_many_suspensions
 from sup.domain.posix import InvalidName
 from sup.domain.sshkeys import InvalidSshKey, parse_ssh_public_key
 from sup.domain.usernames import derive_username
 from sup.errors import SupError
 from sup.groups import service as groups
 from sup.groups.schemas import GroupCreate, GroupPatch
-from sup.reconcile.planner import too_many_suspensions
 from sup.sources.keycloak.reader import KcGroup, KcUser, RealmSnapshot
 from sup.store.audit import Actor
 from sup.store.models import Group, Membership, User
@@ -241,7 +241,7 @@ def apply(
 
     leaving = _leaving(store, snapshot, scope)
     active = sum(1 for u in store.user_by_kc.values() if u.active)
-    if not force and too_many_suspensions(settings, len(leaving), active):
+    if not force and too_many_suspensions(len(leaving), active, settings.reconcile):
         report.refused = (
             f"Keycloak's answer would suspend {len(leaving)} of the {active} active Keycloak users "
             f"({', '.join(sorted(leaving)[:5])}{', ...' if len(leaving) > 5 else ''}), over "
