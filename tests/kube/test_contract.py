@@ -88,5 +88,5 @@ class TestKubeContract(TargetContract[Site]):
             admin.create(collection(site.namespace, "roles"), {"metadata": {"name": "sup"}, "rules": rules})
             admin.create(collection(site.namespace, "rolebindings"), binding)
         token = site.server.service_account_token(site.namespace, "sup")
-        kubeconfig = site.server.write_kubeconfig(site.kubeconfig.with_name(f"{site.namespace}.yaml"), token=token)
-        site.with_kube(kubeconfig=str(kubeconfig))
+        path = site.kubeconfig.with_name(f"{site.namespace}.kubeconfig")
+        site.with_kube(kubeconfig=str(site.server.write_kubeconfig(path, token=token)))

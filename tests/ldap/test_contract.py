@@ -65,5 +65,6 @@ class TestLdapContract(TargetContract[Site]):
             for i in range(LIMITED_SIZE):
                 attributes = {"uid": f"filler{i}", "cn": "f", "sn": "f", "uidNumber": 31000 + i,
                               "gidNumber": 100, "homeDirectory": "/nonexistent"}  # fmt: skip
-                assert c.add(f"uid=filler{i},{site.users_dn}", ["inetOrgPerson", "posixAccount"], attributes)[0]
+                classes = ["inetOrgPerson", "posixAccount"]
+                assert c.add(f"uid=filler{i},{site.users_dn}", classes, attributes)[0]
         site.settings = site.with_settings(bind_dn=LIMITED_DN, bind_password=LIMITED_PASSWORD)

@@ -56,7 +56,10 @@ def slurm_settings(
 
 @pytest.fixture
 def make_site(
-    slurmdbd: SlurmdbdServer, cluster: str, store: sessionmaker[Session], slurm_settings: Callable[..., Settings]
+    slurmdbd: SlurmdbdServer,
+    cluster: str,
+    store: sessionmaker[Session],
+    slurm_settings: Callable[..., Settings],
 ) -> Iterator[Callable[..., Site]]:
     """Factory: make_site(reconcile=None, **slurm_settings) -> a Site on this test's cluster."""
     sites: list[Site] = []

@@ -60,7 +60,8 @@ class Site(TargetSite[SlurmTarget]):
 
     def rows(self) -> list[list[str]]:
         """Every association row of the cluster (accounts' and users'), with all the fields SUP sets."""
-        return sorted(self.slurmdbd.show("association", "where", f"cluster={self.cluster}", f"format={h.FIELDS}"))
+        where = ["where", f"cluster={self.cluster}"]
+        return sorted(self.slurmdbd.show("association", *where, f"format={h.FIELDS}"))
 
     def transactions(self) -> int:
         """How many changes slurmdbd has recorded (its txn_table gets a row for every add, modify

@@ -47,8 +47,7 @@ class TestSlurmContract(TargetContract[Site]):
 
     def drift_repaired(self, site: Site) -> bool:
         return (
-            site.accounts()["phys"]["Fairshare"] == FAIRSHARE
-            and ("phys", "lalo", "") in site.associations()
+            site.accounts()["phys"]["Fairshare"] == FAIRSHARE and ("phys", "lalo", "") in site.associations()
         )
 
     def add_foreign(self, site: Site) -> None:

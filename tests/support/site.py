@@ -24,7 +24,6 @@ from tests.support.cli import sup_env
 from tests.support.store_edits import StoreEdits
 
 
-
 class _Closable(Protocol):
     def close(self) -> None: ...
 
