@@ -1,7 +1,7 @@
 """Fixtures of the Slurm target's tests: one munge + MariaDB + slurmdbd for the session (started by
 tests/support/slurmdbd.py), and per test a fresh cluster, an empty accounting tree and a migrated
-SQLite store. Accounts and users are global in slurmdbd, so each test starts by removing every
-account and user but root's."""
+SQLite store, and a Site (tests/slurm/site.py) tying them together with SUP's settings. Accounts and
+users are global in slurmdbd, so each test starts by removing every account and user but root's."""
 
 from __future__ import annotations
 
