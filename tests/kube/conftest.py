@@ -36,8 +36,7 @@ def make_site(
 
     yield make
     for site in sites:
-        for target in site.targets:
-            target.close()
+        site.close()
 
 
 @pytest.fixture

@@ -1,6 +1,7 @@
 """SUP runs under the chart's ServiceAccount and Role, and that Role is exactly what it needs: a
 whole lifecycle succeeds with a token of that ServiceAccount, every (verb, resource) the Role grants
-is one SUP used, and anything else is forbidden. A read refused midway plans and deletes nothing."""
+is one SUP used, and anything else is forbidden. (That a list the API server refuses midway plans and
+deletes nothing is in test_contract.py, as for every target.)"""
 
 from __future__ import annotations
 
@@ -127,41 +128,3 @@ def test_anything_outside_the_role_is_forbidden(
         }
         refused = {what: status(attempt) for what, attempt in forbidden.items()}
     assert refused == dict.fromkeys(forbidden, 403)
-
-
-def test_a_read_refused_midway_plans_and_deletes_nothing(
-    make_site: Callable[..., Site],
-    kubeapi: KubeApiServer,
-    helm_binary: str,
-    tmp_path: Path,
-) -> None:
-    site = make_site()
-    site.add_user("kim")
-    site.add_user("saul")
-    site.converge()  # as admin
-    verbs = ["get", "list", "create", "patch", "delete"]
-    rules_without_policy_list = [
-        {"apiGroups": [""], "resources": ["persistentvolumeclaims", "services"], "verbs": verbs},
-        {"apiGroups": ["apps"], "resources": ["statefulsets"], "verbs": verbs},
-        {
-            "apiGroups": ["networking.k8s.io"],
-            "resources": ["networkpolicies"],
-            "verbs": verbs[:1] + verbs[2:],
-        },
-    ]
-    kubeconfig, _ = _install_rbac(
-        kubeapi, helm_binary, site.namespace, tmp_path, rules=rules_without_policy_list
-    )
-    site.with_kube(kubeconfig=str(kubeconfig))
-    site.update_user("kim", active=False)
-
-    result = site.reconcile(force=True)
-    (target,) = result.targets
-    assert (
-        target.state == "error"
-        and "networkpolicies" in (target.error or "")
-        and "forbidden" in (target.error or "")
-    )
-    assert target.applied == [] and site.targets[-1].client.writes == 0
-    assert "login-kim" in site.names("workload")  # nothing deleted on a partial read
-    assert site.statuses()["kim"][0] == "error"

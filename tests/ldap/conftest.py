@@ -43,8 +43,7 @@ def make_site(store_url: str, store_sessions: sessionmaker[Session]) -> Iterator
 
     yield make
     for site in sites:
-        for target in site.targets:
-            target.close()
+        site.close()
 
 
 @pytest.fixture

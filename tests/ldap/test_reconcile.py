@@ -1,25 +1,18 @@
 """The LDAP target against a real slapd: what a pass writes, that a second pass writes nothing,
-deactivation, drift repair, unknown entries, and the directory shapes (rfc2307bis and rfc2307)."""
+deactivation, drift repair, unknown entries, and the directory shapes (rfc2307bis and rfc2307).
+What every target promises (entries outside SUP's OUs untouched among them) is in test_contract.py."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
 from ldap3 import MODIFY_ADD, MODIFY_DELETE, MODIFY_REPLACE
-from sqlalchemy import select
 
-from sup.store.models import TargetStatus
 from tests.ldap.site import Site
 from tests.support.keys import ed25519_key
 from tests.support.slapd import SlapdServer
 
 PLACEHOLDER = "cn=empty-membership-placeholder"
-
-
-def _statuses(site: Site) -> dict[str, tuple[str, str | None]]:
-    with site.sessions() as session:
-        rows = session.scalars(select(TargetStatus).where(TargetStatus.target == "ldap"))
-        return {r.username: (r.state, r.last_error) for r in rows}
 
 
 def _members(site: Site, group: str) -> set[str]:
@@ -76,7 +69,7 @@ def test_a_pass_writes_users_and_groups_as_the_store_says(
         assert physics["objectClass"] == ["posixGroup"]
         assert _members(site, "physics") == {"kim", "saul"}
         assert _members(site, "empty") == set()
-    assert _statuses(site) == {"kim": ("in_sync", None), "saul": ("in_sync", None)}
+    assert site.statuses() == {"kim": ("in_sync", None), "saul": ("in_sync", None)}
 
 
 def test_store_changes_become_attribute_and_membership_deltas(site: Site) -> None:
@@ -166,7 +159,7 @@ def test_deactivated_user_is_deleted_with_the_delete_policy(
     site.converge()
     assert site.entry(site.user_dn("kim")) is None and site.entry(site.group_dn("kim")) is None
     assert _members(site, "physics") == {site.user_dn("saul").lower()}
-    assert _statuses(site)["kim"] == ("in_sync", None)
+    assert site.statuses()["kim"] == ("in_sync", None)
 
 
 def test_renamed_user_moves_with_their_memberships(site: Site) -> None:
@@ -254,17 +247,6 @@ def test_unknown_subtrees_are_deleted_deepest_first(site: Site) -> None:
         )[0]
     site.converge()
     assert site.dns(site.groups_dn) == {site.groups_dn.lower(), site.group_dn("kim").lower()}
-
-
-def test_entries_outside_sups_ous_are_never_touched(site: Site) -> None:
-    other = f"ou=staff,{site.base_dn}"
-    with site.admin() as c:
-        assert c.add(other, ["organizationalUnit"], {"ou": "staff"})[0]
-        assert c.add(f"cn=printer,{other}", ["device"], {"cn": "printer"})[0]
-    before = site.dns(other)
-    site.add_user("kim")
-    site.converge()
-    assert site.dns(other) == before
 
 
 def test_a_missing_auxiliary_class_is_added(site: Site) -> None:

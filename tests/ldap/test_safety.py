@@ -1,37 +1,20 @@
-"""What the LDAP target refuses to do: write over a foreign entry's uid or gid, plan on a partial read,
-leak its bind password, or let one bad entry stop the others."""
+"""What the LDAP target refuses to do: write over a foreign entry's uid or gid, leak its bind password,
+or let one bad entry stop the others. (That it plans nothing on a partial read, a paged search cut by
+the server's size limit, is in test_contract.py, as for every target.)"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from ldap3 import MODIFY_ADD
-from sqlalchemy import select
 
-from sup.config import Settings
 from sup.groups.service import delete_group
 from sup.reconcile.planner import desired_state
-from sup.store.models import TargetStatus
 from sup.targets.ldap import LdapTarget
 from tests.conftest import ACTOR
 from tests.ldap.site import Site
 from tests.support.ports import free_port
-from tests.support.slapd import LIMITED_DN, LIMITED_PASSWORD, LIMITED_SIZE, SERVICE_PASSWORD, SlapdServer
-
-
-def _statuses(site: Site) -> dict[str, tuple[str, str | None]]:
-    with site.sessions() as session:
-        rows = session.scalars(select(TargetStatus).where(TargetStatus.target == "ldap"))
-        return {r.username: (r.state, r.last_error) for r in rows}
-
-
-def _with_ldap(site: Site, **changes: Any) -> Settings:
-    assert site.settings.ldap is not None
-    ldap = site.settings.ldap.model_dump(by_alias=True)
-    ldap["bind_password"] = site.settings.ldap.bind_password.get_secret_value()
-    ldap.update(changes)
-    return Settings(database_url=site.settings.database_url, ldap=ldap)
+from tests.support.slapd import SERVICE_PASSWORD, SlapdServer
 
 
 def _add_foreign(site: Site) -> str:
@@ -86,7 +69,7 @@ def test_collisions_with_foreign_entries_are_errors_of_their_user_and_never_writ
     assert site.entry(site.group_dn("physics")) is None
     assert site.entry(f"cn=physics,{site.sudoers_dn}") is None
     assert site.entry(site.user_dn("bob")) is not None
-    statuses = _statuses(site)
+    statuses = site.statuses()
     assert statuses["bob"] == ("in_sync", None)
     assert statuses["kim"][0] == "error" and "uidNumber 10000" in (statuses["kim"][1] or "")
     assert statuses["saul"][0] == "error" and "uid saul" in (statuses["saul"][1] or "")
@@ -96,7 +79,7 @@ def test_collisions_with_foreign_entries_are_errors_of_their_user_and_never_writ
         assert c.delete(f"uid=legacy,{staff}")[0]
     site.reconcile()
     assert site.entry(site.user_dn("kim")) is not None
-    assert _statuses(site)["kim"] == ("in_sync", None)
+    assert site.statuses()["kim"] == ("in_sync", None)
 
 
 def test_a_collision_appearing_later_freezes_the_entry_and_withdraws_sudo(
@@ -124,28 +107,9 @@ def test_a_collision_appearing_later_freezes_the_entry_and_withdraws_sudo(
     assert ops is not None and "description" not in ops  # frozen, not updated
 
 
-def test_a_partial_read_plans_nothing_and_deletes_nothing(site: Site) -> None:
-    names = [f"user{i}" for i in range(LIMITED_SIZE + 3)]
-    for name in names:
-        site.add_user(name)
-    site.converge()
-    for name in names[2:]:
-        site.delete_user(name)
-    before = site.dns()
-
-    site.settings = _with_ldap(site, bind_dn=LIMITED_DN, bind_password=LIMITED_PASSWORD)
-    result = site.reconcile(force=True)
-    target = result.targets[0]
-    assert target.state == "error" and result.changes == []
-    assert "sizeLimitExceeded (4)" in (target.error or "") and "partial read" in (target.error or "")
-    assert site.last_writes == 0 and site.dns() == before
-    # Everybody's status says why: the two still wanted, and the six whose removal has not happened.
-    assert {name: state for name, (state, _) in _statuses(site).items()} == dict.fromkeys(names, "error")
-
-
 def test_bind_failures_are_clear_and_never_show_the_password(site: Site) -> None:
     wrong = "wrong-password-that-must-not-leak"
-    site.settings = _with_ldap(site, bind_password=wrong)
+    site.settings = site.with_settings(bind_password=wrong)
     result = site.plan()
     error = result.targets[0].error or ""
     assert (
@@ -153,7 +117,7 @@ def test_bind_failures_are_clear_and_never_show_the_password(site: Site) -> None
     )
     assert wrong not in error and SERVICE_PASSWORD not in error
 
-    site.settings = _with_ldap(site, url=f"ldap://127.0.0.1:{free_port()}")
+    site.settings = site.with_settings(url=f"ldap://127.0.0.1:{free_port()}")
     result = site.plan()
     assert result.targets[0].state == "error" and "cannot connect to ldap://127.0.0.1:" in (
         result.targets[0].error or ""
@@ -163,7 +127,7 @@ def test_bind_failures_are_clear_and_never_show_the_password(site: Site) -> None
 
 def test_a_missing_base_dn_is_an_error_not_a_plan(site: Site) -> None:
     site.add_user("kim")
-    site.settings = _with_ldap(site, base_dn=f"ou=missing,{site.base_dn}")
+    site.settings = site.with_settings(base_dn=f"ou=missing,{site.base_dn}")
     result = site.reconcile()
     assert result.targets[0].state == "error"
     assert f"base_dn ou=missing,{site.base_dn} does not exist" in (result.targets[0].error or "")
@@ -185,7 +149,7 @@ def test_one_entry_the_server_refuses_does_not_stop_the_others(site: Site) -> No
     assert site.entry(site.user_dn("kim")) is not None
     physics = site.entry(site.group_dn("physics"))
     assert physics is not None and [m.lower() for m in physics["member"]] == [site.user_dn("kim").lower()]
-    statuses = _statuses(site)
+    statuses = site.statuses()
     assert statuses["kim"] == ("in_sync", None) and statuses["jurgen"][0] == "error"
 
 

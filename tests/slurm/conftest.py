@@ -1,12 +1,12 @@
 """Fixtures of the Slurm target's tests: one munge + MariaDB + slurmdbd for the session (started by
 tests/support/slurmdbd.py), and per test a fresh cluster, an empty accounting tree and a migrated
-SQLite store. Accounts and users are global in slurmdbd, so each test starts by removing every
-account and user but root's."""
+SQLite store, and a Site (tests/slurm/site.py) tying them together with SUP's settings. Accounts and
+users are global in slurmdbd, so each test starts by removing every account and user but root's."""
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +14,7 @@ import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
 from sup.config import Settings
+from tests.slurm.site import Site
 from tests.support.slurmdbd import SlurmdbdServer
 
 _numbers = itertools.count(1)
@@ -51,3 +52,28 @@ def slurm_settings(
         return Settings(database_url=store_url, slurm=section, reconcile=reconcile or {})
 
     return make
+
+
+@pytest.fixture
+def make_site(
+    slurmdbd: SlurmdbdServer,
+    cluster: str,
+    store: sessionmaker[Session],
+    slurm_settings: Callable[..., Settings],
+) -> Iterator[Callable[..., Site]]:
+    """Factory: make_site(reconcile=None, **slurm_settings) -> a Site on this test's cluster."""
+    sites: list[Site] = []
+
+    def make(reconcile: dict[str, Any] | None = None, **slurm: Any) -> Site:
+        site = Site(slurmdbd, cluster, slurm_settings(reconcile, **slurm), store)
+        sites.append(site)
+        return site
+
+    yield make
+    for site in sites:
+        site.close()
+
+
+@pytest.fixture
+def site(make_site: Callable[..., Site]) -> Site:
+    return make_site()

@@ -9,7 +9,8 @@ from sqlalchemy.orm import Session, sessionmaker
 from sup.config import Settings
 from sup.reconcile.planner import run_pass
 from tests.slurm import helpers as h
-from tests.slurm.test_provisioning import Recorder, plan, reconcile
+from tests.slurm.site import Site
+from tests.slurm.test_provisioning import plan, reconcile
 from tests.support.slurmdbd import SlurmdbdServer
 
 
@@ -72,20 +73,16 @@ def test_prune_accounts_deletes_unknown_accounts_children_first(
 
 
 def test_mass_removal_stops_unless_forced(
-    store: sessionmaker[Session],
-    slurm_settings: Callable[..., Settings],
-    slurmdbd: SlurmdbdServer,
-    cluster: str,
+    store: sessionmaker[Session], make_site: Callable[..., Site], slurmdbd: SlurmdbdServer, cluster: str
 ) -> None:
-    settings = slurm_settings(reconcile={"max_deletions": 2})
-    _one_account(store, settings, "kim", "saul", "lalo")
-    reconcile(settings, store)
-    h.set_members(store, settings, "physics")
-    recorder = Recorder()
-    refused = run_pass(settings, store, only=["slurm"], apply=True, opener=recorder)
+    site = make_site(reconcile={"max_deletions": 2})
+    _one_account(store, site.settings, "kim", "saul", "lalo")
+    reconcile(site.settings, store)
+    h.set_members(store, site.settings, "physics")
+    refused = site.reconcile()
     assert refused.targets[0].state == "refused" and "max_deletions=2" in (refused.targets[0].error or "")
-    assert recorder.writes == 0 and len(h.associations(slurmdbd, cluster)) == 3
-    forced = run_pass(settings, store, only=["slurm"], apply=True, force=True)
+    assert site.last_writes == 0 and len(h.associations(slurmdbd, cluster)) == 3
+    forced = site.reconcile(force=True)
     assert forced.targets[0].state == "applied" and h.associations(slurmdbd, cluster) == set()
 
 

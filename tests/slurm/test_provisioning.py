@@ -12,32 +12,13 @@ from sqlalchemy.orm import Session, sessionmaker
 from sup.config import Settings
 from sup.reconcile.planner import Pass, run_pass
 from sup.store.models import TargetStatus
-from sup.targets.base import Target
-from sup.targets.slurm import SlurmTarget
 from tests.slurm import helpers as h
+from tests.slurm.site import Site
 from tests.support.slurmdbd import SlurmdbdServer
 
 
-class Recorder:
-    """Opens real SlurmTargets and keeps them, to count the sacctmgr writes of a pass."""
-
-    def __init__(self) -> None:
-        self.targets: list[SlurmTarget] = []
-
-    def __call__(self, name: str, settings: Settings) -> Target[Any]:
-        target = SlurmTarget(settings)
-        self.targets.append(target)
-        return target
-
-    @property
-    def writes(self) -> int:
-        return self.targets[-1].sacctmgr.writes
-
-
-def reconcile(
-    settings: Settings, store: sessionmaker[Session], recorder: Recorder | None = None, **kw: Any
-) -> Pass:
-    result = run_pass(settings, store, only=["slurm"], apply=True, opener=recorder or Recorder(), **kw)
+def reconcile(settings: Settings, store: sessionmaker[Session], **kw: Any) -> Pass:
+    result = run_pass(settings, store, only=["slurm"], apply=True, **kw)
     target = result.targets[0]
     assert target.state in ("applied", "planned"), (target.state, target.error, target.failed)
     return result
@@ -50,9 +31,10 @@ def plan(settings: Settings, store: sessionmaker[Session]) -> list[tuple[str, st
 
 
 @pytest.fixture
-def science(store: sessionmaker[Session], slurm_settings: Callable[..., Settings]) -> Settings:
-    """science (root) > phys, chem; kim and saul in physics, saul and lalo in chemistry."""
-    settings = slurm_settings()
+def science(store: sessionmaker[Session], site: Site) -> Settings:
+    """science (root) > phys, chem; kim and saul in physics, saul and lalo in chemistry (in the store
+    of the test's site, whose settings it returns)."""
+    settings = site.settings
     for group in ("physics", "chemistry"):
         h.add_group(store, settings, group)
     h.add_user(store, settings, "kim", "physics")
@@ -79,11 +61,10 @@ def science(store: sessionmaker[Session], slurm_settings: Callable[..., Settings
 
 
 def test_first_pass_provisions_and_second_pass_writes_nothing(
-    science: Settings, store: sessionmaker[Session], slurmdbd: SlurmdbdServer, cluster: str
+    science: Settings, site: Site, store: sessionmaker[Session], slurmdbd: SlurmdbdServer, cluster: str
 ) -> None:
-    recorder = Recorder()
-    first = reconcile(science, store, recorder)
-    assert first.targets[0].failed == []
+    first = site.reconcile()
+    assert first.targets[0].state == "applied" and first.targets[0].failed == []
 
     assert h.associations(slurmdbd, cluster) == {
         ("phys", "kim", ""),
@@ -113,9 +94,9 @@ def test_first_pass_provisions_and_second_pass_writes_nothing(
         statuses = {r.username: r.state for r in session.scalars(select(TargetStatus))}
     assert statuses == {"kim": "in_sync", "saul": "in_sync", "lalo": "in_sync", "nacho": "in_sync"}
 
-    again = Recorder()
-    second = reconcile(science, store, again)
-    assert second.changes == [] and again.writes == 0
+    second = site.reconcile()
+    assert second.targets[0].state == "planned"
+    assert second.changes == [] and site.last_writes == 0
 
 
 def test_user_moves_between_accounts(
