@@ -51,6 +51,18 @@ USER_CASES: list[tuple[str, dict[str, Any], int, set[str]]] = [
     ("uid huge", {"username": "saul", "uid_number": 2**40}, 422, {"uid_number"}),
     ("uid as text", {"username": "saul", "uid_number": "ten"}, 422, {"uid_number"}),
     ("malformed key", {"username": "saul", "ssh_public_keys": ["ssh-rsa AAAA"]}, 422, {"ssh_public_keys.0"}),
+    (
+        "control character in a key comment",
+        {"username": "saul", "ssh_public_keys": [keys.ed25519_key("saul\x85laptop")]},
+        422,
+        {"ssh_public_keys.0"},
+    ),
+    (
+        "line separator in a key comment",
+        {"username": "saul", "ssh_public_keys": [keys.ed25519_key("saul\u2028laptop")]},
+        422,
+        {"ssh_public_keys.0"},
+    ),
     ("weak rsa", {"username": "saul", "ssh_public_keys": [keys.rsa_key(1024)]}, 422, {"ssh_public_keys.0"}),
     ("key of another user", {"username": "saul", "ssh_public_keys": [GOOD_KEY]}, 409, {"ssh_public_keys.0"}),
     (
