@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from sup.domain.gecos import gecos_text
+
 
 @dataclass(frozen=True)
 class StoredUser:
@@ -95,6 +97,11 @@ class DesiredUser:
             return self.display_name
         joined = " ".join(p for p in (self.given_name, self.family_name) if p)
         return joined or self.username
+
+    @property
+    def gecos(self) -> str:
+        """The passwd comment field: the common name in ASCII, without ':' or control characters."""
+        return gecos_text(self.cn, self.username)
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ def _plain_text(value: str) -> str:
 
 
 def _email(value: str) -> str:
-    if not _EMAIL.match(value) or _CONTROL.search(value):
+    if not _EMAIL.fullmatch(value) or _CONTROL.search(value):
         raise ValueError(f"{value[:80]!r} is not an email address")
     return value
 

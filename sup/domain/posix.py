@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+# Anchored for JSON schema and hypothesis; Python code must use it with fullmatch: `re.match` and `$`
+# would also accept the name followed by a newline (`root\n` is not `root`, and not a POSIX name).
 NAME_PATTERN = r"^[a-z_][a-z0-9_-]*$"
 _NAME_RE = re.compile(NAME_PATTERN)
 MAX_NAME_LENGTH = 32
@@ -51,8 +53,8 @@ def check_name(name: str, *, kind: str = "name", reserved: Iterable[str] = ()) -
         raise InvalidName(f"{kind} must not be empty")
     if len(name) > MAX_NAME_LENGTH:
         raise InvalidName(f"{kind} is {len(name)} characters long; at most {MAX_NAME_LENGTH} are allowed")
-    if not _NAME_RE.match(name):
-        bad = sorted({c for c in name if not re.match(r"[a-z0-9_-]", c)})
+    if not _NAME_RE.fullmatch(name):
+        bad = sorted({c for c in name if not re.fullmatch(r"[a-z0-9_-]", c)})
         if name[0].isdigit() or name[0] == "-":
             why = "must start with a lower-case letter or underscore"
         elif bad:

@@ -11,6 +11,9 @@ import re
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+# The patterns are matched against the whole value (re.fullmatch; pydantic's `pattern` does too):
+# with `re.match`, `$` also accepts a trailing newline, and `root\n` would pass for an account name.
+# Digits are ASCII digits ([0-9], not \d, which takes any Unicode digit that sacctmgr would not).
 ACCOUNT_PATTERN = r"^[a-z0-9_][a-z0-9_.-]*$"
 MAX_ACCOUNT_LENGTH = 64
 QOS_PATTERN = r"^[a-z0-9_][a-z0-9_.-]*$"
@@ -21,10 +24,10 @@ ROOT_ACCOUNT = "root"
 _TRES_KEY = re.compile(
     r"^(cpu|mem|node|energy|billing|fs/disk|vmem|pages|(gres|license|bb|fs|ic)/[A-Za-z0-9_.:-]+)$"
 )
-_TRES_VALUE = re.compile(r"^(\d+)([KMGTP])?$")
+_TRES_VALUE = re.compile(r"^([0-9]+)([KMGTP])?$")
 # Slurm time formats: minutes, minutes:seconds, hours:minutes:seconds, days-hours,
 # days-hours:minutes, days-hours:minutes:seconds.
-_SLURM_TIME = re.compile(r"^(\d+-\d+(:\d+){0,2}|\d+(:\d+){0,2})$")
+_SLURM_TIME = re.compile(r"^([0-9]+-[0-9]+(:[0-9]+){0,2}|[0-9]+(:[0-9]+){0,2})$")
 _FORBIDDEN_TEXT = re.compile(r"[\x00-\x1f\x7f|\"']")
 
 
@@ -33,7 +36,7 @@ def check_account_name(name: str) -> str:
         raise ValueError("account name must not be empty")
     if len(name) > MAX_ACCOUNT_LENGTH:
         raise ValueError(f"account name is longer than {MAX_ACCOUNT_LENGTH} characters")
-    if not re.match(ACCOUNT_PATTERN, name):
+    if not re.fullmatch(ACCOUNT_PATTERN, name):
         raise ValueError(
             f"account name {name!r} is not valid; use lower-case letters, digits, '_', '.' and '-' "
             "(Slurm stores names lower-case)"
@@ -52,9 +55,9 @@ def check_slurm_text(value: str, what: str) -> str:
 
 def _check_tres(value: dict[str, str]) -> dict[str, str]:
     for key, amount in value.items():
-        if not _TRES_KEY.match(key):
+        if not _TRES_KEY.fullmatch(key):
             raise ValueError(f"unknown TRES {key!r} (e.g. cpu, mem, node, gres/gpu, license/NAME)")
-        if not _TRES_VALUE.match(str(amount)):
+        if not _TRES_VALUE.fullmatch(str(amount)):
             raise ValueError(f"TRES {key} must be a whole number, optionally with K/M/G/T/P: got {amount!r}")
     return value
 
@@ -86,6 +89,6 @@ class SlurmLimits(BaseModel):
     @field_validator("max_wall", "grp_wall")
     @classmethod
     def _time(cls, value: str | None) -> str | None:
-        if value is not None and not _SLURM_TIME.match(value):
+        if value is not None and not _SLURM_TIME.fullmatch(value):
             raise ValueError(f"{value!r} is not a Slurm time (minutes, H:M:S, D-H, D-H:M or D-H:M:S)")
         return value

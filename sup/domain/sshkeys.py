@@ -4,6 +4,10 @@ What reaches LDAP's sshPublicKey ends up in every node's AuthorizedKeysCommand o
 plain keys of the types OpenSSH still accepts by default are let through: ed25519, ECDSA on the NIST
 curves, RSA of 2048 bits or more, and the FIDO (`sk-`) variants. The wire blob is decoded and checked
 by the `cryptography` library (curve points, RSA modulus), not by pattern matching.
+
+The line holds no control character: a TAB (a field separator for OpenSSH, and harmless in a comment)
+becomes a space, any other control character (C0, DEL, C1) or line/paragraph separator is refused.
+LDAP refuses such a value, and with it the user's whole entry, so none may reach the store.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import base64
 import binascii
 import hashlib
 import struct
+import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -65,6 +70,11 @@ def _inner_type(blob: bytes) -> str:
         raise InvalidSshKey("key data does not start with a key type") from exc
 
 
+def _is_control(char: str) -> bool:
+    """A control character other than TAB, or a Unicode line or paragraph separator."""
+    return char != "\t" and (unicodedata.category(char) in ("Cc", "Zl", "Zp"))
+
+
 def fingerprint(blob: bytes) -> str:
     digest = base64.b64encode(hashlib.sha256(blob).digest()).decode("ascii").rstrip("=")
     return f"SHA256:{digest}"
@@ -85,9 +95,9 @@ def _parse(text: str) -> SshPublicKey:
     line = text.strip()
     if not line:
         raise InvalidSshKey("key is empty")
-    if any((ord(c) < 32 and c != "\t") or ord(c) == 127 for c in line):
+    if any(_is_control(c) for c in line):
         raise InvalidSshKey("key contains control characters (one key per entry, no line breaks)")
-    parts = line.split(None, 2)
+    parts = line.replace("\t", " ").split(None, 2)
     key_type = parts[0]
     if key_type.startswith("-----BEGIN") or key_type == "----":
         raise InvalidSshKey("this is a PEM or private key block; give the one-line public key (*.pub)")

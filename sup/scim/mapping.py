@@ -79,7 +79,7 @@ def version_tag(version: int) -> str:
 def parse_version(tag: str | None) -> int | None:
     if tag is None:
         return None
-    match = _ETAG.match(tag.strip())
+    match = _ETAG.fullmatch(tag.strip())
     return int(match.group(1)) if match else None
 
 

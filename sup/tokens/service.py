@@ -23,7 +23,7 @@ SCIM_NAME_MAX = 59  # "scim:" + name must fit users.source (64)
 
 
 def check_token_name(name: str) -> str:
-    if not re.match(NAME_PATTERN, name):
+    if not re.fullmatch(NAME_PATTERN, name):  # not re.match: its `$` lets a trailing newline through
         raise InvalidInput(
             FieldError("name", "token names are 1-64 characters: lower-case letters, digits, '_', '.', '-'")
         )

@@ -33,6 +33,17 @@ USER_CASES: list[tuple[str, dict[str, Any], int, set[str]]] = [
     ("ldap injection", {"username": "kim*)(uid=*"}, 422, {"username"}),
     ("dn injection", {"username": "a,ou=people"}, 422, {"username"}),
     ("nul byte", {"username": "kim\x00"}, 422, {"username"}),
+    ("reserved name and a newline", {"username": "root\n"}, 422, {"username"}),
+    ("trailing newline", {"username": "saul\n"}, 422, {"username"}),
+    ("trailing crlf", {"username": "saul\r\n"}, 422, {"username"}),
+    ("leading newline", {"username": "\nsaul"}, 422, {"username"}),
+    ("group and a newline", {"username": "saul", "groups": ["physics\n"]}, 422, {"groups.0"}),
+    (
+        "account and a newline",
+        {"username": "saul", "slurm_default_account": "phys\n"},
+        422,
+        {"slurm_default_account"},
+    ),
     ("duplicate name", {"username": "kim"}, 409, {"username"}),
     ("duplicate uid", {"username": "saul", "uid_number": 10010}, 409, {"uid_number"}),
     ("uid out of range", {"username": "saul", "uid_number": 999}, 422, {"uid_number"}),
@@ -40,6 +51,18 @@ USER_CASES: list[tuple[str, dict[str, Any], int, set[str]]] = [
     ("uid huge", {"username": "saul", "uid_number": 2**40}, 422, {"uid_number"}),
     ("uid as text", {"username": "saul", "uid_number": "ten"}, 422, {"uid_number"}),
     ("malformed key", {"username": "saul", "ssh_public_keys": ["ssh-rsa AAAA"]}, 422, {"ssh_public_keys.0"}),
+    (
+        "control character in a key comment",
+        {"username": "saul", "ssh_public_keys": [keys.ed25519_key("saul\x85laptop")]},
+        422,
+        {"ssh_public_keys.0"},
+    ),
+    (
+        "line separator in a key comment",
+        {"username": "saul", "ssh_public_keys": [keys.ed25519_key("saul\u2028laptop")]},
+        422,
+        {"ssh_public_keys.0"},
+    ),
     ("weak rsa", {"username": "saul", "ssh_public_keys": [keys.rsa_key(1024)]}, 422, {"ssh_public_keys.0"}),
     ("key of another user", {"username": "saul", "ssh_public_keys": [GOOD_KEY]}, 409, {"ssh_public_keys.0"}),
     (
@@ -91,6 +114,8 @@ def test_bad_user_input_writes_nothing(
         ({"groups": ["physics", "physics"]}, 422, {"groups.1"}),
         ({"login_shell": None}, 422, {"login_shell"}),
         ({"username": "physics"}, 409, {"username"}),
+        ({"username": "root\n"}, 422, {"username"}),
+        ({"username": "saul\n"}, 422, {"username"}),
         ({"primary_gid": 50010}, 422, {"primary_gid"}),
     ],
 )
@@ -119,6 +144,9 @@ def test_bad_patches_change_nothing(
         ({"name": "physics"}, 409, {"name"}),
         ({"name": "kim"}, 409, {"name"}),  # kim's private group
         ({"name": "wheel"}, 422, {"name"}),
+        ({"name": "sudo\n"}, 422, {"name"}),
+        ({"name": "chem\n"}, 422, {"name"}),
+        ({"name": "chem", "members": ["kim\n"]}, 422, {"members.0"}),
         ({"name": "chem", "gid_number": 50010}, 409, {"gid_number"}),
         ({"name": "chem", "gid_number": 10}, 422, {"gid_number"}),
         ({"name": "chem", "description": "x" * 2000}, 422, {"description"}),
@@ -180,3 +208,14 @@ def test_bad_if_match_is_named(client: TestClient, operator: dict[str, str]) -> 
         "/api/v1/users/kim", json={"display_name": "k"}, headers={**operator, "If-Match": "abc"}
     )
     assert response.status_code == 422 and fields(response.json()) == {"If-Match"}
+
+
+@pytest.mark.parametrize("name", ["robot\n", "robot\r\n", "\nrobot", "ro bot"])
+def test_token_names_with_a_line_break_are_refused(
+    client: TestClient, admin: dict[str, str], name: str
+) -> None:
+    before = client.get("/api/v1/tokens", headers=admin).json()
+    response = client.post("/api/v1/tokens", json={"name": name, "role": "viewer"}, headers=admin)
+    assert response.status_code == 422, response.text
+    assert fields(response.json()) == {"name"}
+    assert client.get("/api/v1/tokens", headers=admin).json() == before

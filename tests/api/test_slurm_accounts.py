@@ -52,6 +52,14 @@ def test_bad_values_name_their_field(client: TestClient, admin: dict[str, str]) 
     cases = [
         ({"name": "root"}, "name"),
         ({"name": "Phys"}, "name"),
+        ({"name": "root\n"}, "name"),  # `root` with a newline is still Slurm's root
+        ({"name": "phys\n"}, "name"),
+        ({"name": "phys", "parent": "science\n"}, "parent"),
+        ({"name": "phys", "qos": ["normal\n"]}, "qos.0"),
+        ({"name": "phys", "partitions": ["gpu\n"]}, "partitions.0"),
+        ({"name": "phys", "limits": {"grp_tres": {"cpu\n": 1}}}, "limits.grp_tres"),
+        ({"name": "phys", "limits": {"grp_tres": {"cpu": "1\n"}}}, "limits.grp_tres"),
+        ({"name": "phys", "limits": {"max_wall": "60\n"}}, "limits.max_wall"),
         ({"name": "phys", "group": "nogroup_here"}, "group"),
         ({"name": "phys", "qos": ["a", "a"]}, "qos"),
         ({"name": "phys", "qos": ["normal"], "default_qos": "high"}, "body"),

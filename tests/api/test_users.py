@@ -139,6 +139,19 @@ def test_patch_ssh_keys_alone_bumps_the_version(client: TestClient, operator: di
     assert response.json()["version"] == 2
 
 
+def test_a_tab_in_a_key_comment_is_stored_as_a_space(client: TestClient, operator: dict[str, str]) -> None:
+    # LDAP refuses a value with a control character, and with it the user's whole entry.
+    key = keys.ed25519_key()
+    created = client.post(
+        USERS, json={"username": "kim", "ssh_public_keys": [f"{key} Kim\tWexler"]}, headers=operator
+    )
+    assert created.status_code == 201, created.text
+    assert created.json()["ssh_public_keys"] == [f"{key} Kim Wexler"]
+    patched = client.patch(f"{USERS}/kim", json={"ssh_public_keys": [f"{key}\tlaptop\t"]}, headers=operator)
+    assert patched.status_code == 200, patched.text
+    assert client.get(f"{USERS}/kim", headers=operator).json()["ssh_public_keys"] == [f"{key} laptop"]
+
+
 def test_rename_moves_private_group_home_and_ids(
     client: TestClient, operator: dict[str, str], sessions: sessionmaker[Session]
 ) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import unicodedata
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -120,6 +121,24 @@ def test_two_keys_on_one_line_or_line_breaks_refused() -> None:
         parse_ssh_public_key(f"{a} comment\x00")
 
 
+def test_a_tab_in_the_comment_becomes_a_space() -> None:
+    # The LDAP target refuses a value with a control character, and with it the user's whole entry.
+    line = keys.ed25519_key()
+    parsed = parse_ssh_public_key(f"{line} Kim\tWexler\t(laptop)")
+    assert parsed.comment == "Kim Wexler (laptop)"
+    assert parsed.line == f"{line} Kim Wexler (laptop)"
+    kind, blob = line.split()
+    assert parse_ssh_public_key(f"{kind}\t{blob}\tkim").line == f"{line} kim"  # tabs between fields
+
+
+@pytest.mark.parametrize(
+    "char", ["\x0b", "\x0c", "\x1b", "\x7f", "\x85", "\x9b", "\u2028", "\u2029"], ids=repr
+)
+def test_other_control_characters_in_the_comment_are_refused(char: str) -> None:
+    with pytest.raises(InvalidSshKey, match="control characters"):
+        parse_ssh_public_key(f"{keys.ed25519_key()} kim{char}laptop")
+
+
 def test_oversized_refused() -> None:
     with pytest.raises(InvalidSshKey, match="at most"):
         parse_ssh_public_key("ssh-rsa " + "A" * 20000)
@@ -134,3 +153,16 @@ def test_arbitrary_text_never_crashes_and_never_passes_unchecked(text: str) -> N
     # Whatever was accepted round-trips: its blob is base64 of a blob of its declared type.
     assert parsed.line.split()[0] == parsed.key_type
     assert base64.b64decode(parsed.blob)
+
+
+_LINE = keys.ed25519_key()
+
+
+@given(st.text(max_size=40))
+def test_an_accepted_line_has_no_control_character(comment: str) -> None:
+    try:
+        parsed = parse_ssh_public_key(f"{_LINE} {comment}")
+    except InvalidSshKey:
+        return
+    assert not any(unicodedata.category(c) == "Cc" or c in "\u2028\u2029" for c in parsed.line)
+    assert parse_ssh_public_key(parsed.line) == parsed
