@@ -135,6 +135,11 @@ async def search_root(request: Request, ctx: Connection) -> Response:
     return await _serve(request, ctx, Operation.search)
 
 
+# The base URL itself, without the trailing slash, is the root too (no redirect: a 307 would make a
+# client send its token again to wherever the Location points).
+router.add_api_route("", search_root, methods=["GET"], include_in_schema=False)
+
+
 @router.post("/.search", summary="Search Users and Groups together (RFC 7644 §3.4.3)")
 async def search_root_with_body(request: Request, ctx: Connection) -> Response:
     return await _serve(request, ctx, Operation.search_with_body)

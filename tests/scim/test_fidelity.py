@@ -127,8 +127,16 @@ def test_root_search_pages_across_types_and_filters_per_type(
     ).json()
     assert [r["id"] for r in by_user_name["Resources"]] == [directory["bob"]["id"]]
     # GET at the root is the same search (RFC 7644 §3.4.2.1).
-    got = client.get(f"{SCIM}/", params={"filter": 'displayName eq "chemistry"'}, headers=okta).json()
-    assert [r["id"] for r in got["Resources"]] == [directory["chemistry"]["id"]]
+    for root in (f"{SCIM}/", SCIM):
+        got = client.get(
+            root, params={"filter": 'displayName eq "chemistry"'}, headers=okta, follow_redirects=False
+        )
+        assert got.status_code == 200, got.text
+        assert [r["id"] for r in got.json()["Resources"]] == [directory["chemistry"]["id"]]
+    # Other methods at the root are SCIM 405s.
+    response = client.put(f"{SCIM}/", json={}, headers=okta)
+    assert_scim_error(response, 405)
+    assert response.headers["allow"] == "GET"
 
 
 def test_root_search_refuses_what_it_does_not_do(
