@@ -111,8 +111,13 @@ def group_display(group: StoreGroup) -> str:
 
 
 def member_display(user: StoreUser) -> str:
-    """A Group member's `display` (RFC 7643 §4.2): the user's displayName, else their userName."""
-    return user.display_name or user.scim_user_name or user.username
+    """A Group member's `display` (RFC 7643 §4.2): the user's displayName, else their userName.
+
+    The first one set, as the filter on `members.display` reads it (COALESCE, sup/scim/filtering)."""
+    for name in (user.display_name, user.scim_user_name):
+        if name is not None:
+            return name
+    return user.username
 
 
 def user_resource(user: StoreUser) -> ScimUser:
