@@ -92,7 +92,9 @@ SCIM_ATTRIBUTE_OF = {
     "home_directory": "urn:ietf:params:scim:schemas:extension:sup:2.0:User:homeDirectory",
     "ssh_public_keys": "urn:ietf:params:scim:schemas:extension:sup:2.0:User:sshPublicKeys",
     "name": "displayName",
-    "gid_number": "displayName",
+    # A SCIM Group carries no gid: through SCIM a group's gid changes only as the private group of a
+    # user whose gidNumber changed, so an error about it is an error about that gidNumber.
+    "gid_number": "urn:ietf:params:scim:schemas:extension:sup:2.0:User:gidNumber",
     "members": "members",
     "description": "displayName",
 }

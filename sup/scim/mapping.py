@@ -15,7 +15,8 @@ Users:
 
 Groups: `id` is `groups.scim_id`; `displayName` is kept as sent (`scim_display_name`), the POSIX
 name is derived from it (`scim.group_names`); `members` are users, by SCIM id. Private groups are
-not SCIM resources.
+not SCIM resources. A member's `display` is the user's displayName, else their userName (read-only:
+what an IdP sends there is not kept).
 """
 
 from __future__ import annotations
@@ -107,6 +108,16 @@ def _message(error: Any) -> str:
 
 def group_display(group: StoreGroup) -> str:
     return group.scim_display_name or group.name
+
+
+def member_display(user: StoreUser) -> str:
+    """A Group member's `display` (RFC 7643 §4.2): the user's displayName, else their userName.
+
+    The first one set, as the filter on `members.display` reads it (COALESCE, sup/scim/filtering)."""
+    for name in (user.display_name, user.scim_user_name):
+        if name is not None:
+            return name
+    return user.username
 
 
 def user_resource(user: StoreUser) -> ScimUser:
@@ -258,7 +269,12 @@ def group_resource(group: StoreGroup) -> Group:
     """The SCIM view of a stored group (memberships and their users loaded)."""
     members = sorted(
         (
-            {"value": m.user.scim_id, "$ref": f"{USERS_ENDPOINT}/{m.user.scim_id}", "type": "User"}
+            {
+                "value": m.user.scim_id,
+                "display": member_display(m.user),
+                "$ref": f"{USERS_ENDPOINT}/{m.user.scim_id}",
+                "type": "User",
+            }
             for m in group.memberships
         ),
         key=lambda m: m["value"],

@@ -5,7 +5,9 @@
 - Resources, with a token of role `scim` (one per IdP connection) and the connection's rate limit:
   /Users and /Groups (GET with filter/sort/paging/attributes, POST), /{id} (GET, PUT, PATCH, DELETE),
   /{endpoint}/.search (POST), and /Bulk (POST).
-- Anything else under /scim/v2 is a SCIM 404 or 405; /Me and searches at the root are 501.
+- Searches at the root (RFC 7644 §3.4.2.1, §3.4.3): GET /scim/v2/ and POST /scim/v2/.search, over
+  Users and Groups together (Users first, each by creation; `sortBy` there is 501: sort by type).
+- Anything else under /scim/v2 is a SCIM 404 or 405; /Me is 501.
 
 The routes are thin: scim2-server's handler runs the protocol, sup/scim/storage.py the store.
 """
@@ -126,6 +128,21 @@ for _endpoint, _kind in (("Users", "users"), ("Groups", "groups")):
         f"/{_endpoint}/{{resource_id}}", _patch, methods=["PATCH"], summary="Modify one (RFC 7644 §3.5.2)"
     )
     router.add_api_route(f"/{_endpoint}/{{resource_id}}", _delete, methods=["DELETE"], summary="Delete one")
+
+
+@router.get("/", summary="Search Users and Groups together (RFC 7644 §3.4.2.1)")
+async def search_root(request: Request, ctx: Connection) -> Response:
+    return await _serve(request, ctx, Operation.search)
+
+
+# The base URL itself, without the trailing slash, is the root too (no redirect: a 307 would make a
+# client send its token again to wherever the Location points).
+router.add_api_route("", search_root, methods=["GET"], include_in_schema=False)
+
+
+@router.post("/.search", summary="Search Users and Groups together (RFC 7644 §3.4.3)")
+async def search_root_with_body(request: Request, ctx: Connection) -> Response:
+    return await _serve(request, ctx, Operation.search_with_body)
 
 
 @router.post("/Bulk", summary="Several operations in one request (RFC 7644 §3.7)")

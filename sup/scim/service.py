@@ -6,6 +6,9 @@
   replacement leaves out keep their values. IdPs that manage POSIX attributes send them; the others
   (most) would otherwise wipe SSH keys an administrator added, or reset a uid they never knew about.
   An explicit null, or a PATCH `remove`, still clears a key list or resets a shell or home.
+
+It also refuses a search's filter over `MAX_FILTER_LENGTH` before parsing it
+(sup/scim/filtering/limits.py): 400 `invalidFilter`.
 """
 
 from __future__ import annotations
@@ -14,11 +17,12 @@ from typing import Any
 
 from pydantic import ValidationError
 from pydantic_core import from_json
-from scim2_models import Context, InvalidSyntaxException, Resource, ResourceType
+from scim2_models import Context, InvalidSyntaxException, Resource, ResourceType, SearchRequest
 from scim2_server.conditions import Conditions
 from scim2_server.handler import ScimHandler
 from scim2_server.service import ModelT, ScimService, scim_exception_of
 
+from sup.scim.filtering import check_filter_length
 from sup.scim.mapping import USER
 from sup.scim.schemas import SupUser
 
@@ -39,6 +43,14 @@ class SupScimService(ScimService):
             return model.model_validate(payload, scim_ctx=scim_ctx)
         except ValidationError as exc:
             raise scim_exception_of(exc) from exc
+
+    def read_search(self, resource_types: list[ResourceType], payload: Any) -> tuple[SearchRequest[Any], Any]:
+        """A search request (query parameters or a `.search` body), its filter within the length cap."""
+        if isinstance(payload, dict):
+            for key, value in payload.items():
+                if isinstance(key, str) and key.casefold() == "filter" and isinstance(value, str):
+                    check_filter_length(value)
+        return super().read_search(resource_types, payload)
 
 
 def _modern_schemas(payload: Any, schema: Any) -> Any:

@@ -11,6 +11,8 @@ one expression, so that filtering, counting, sorting and paging happen in the da
 - attributes.py: where each attribute of a User or a Group lives (`UserAttributeMap`,
   `GroupAttributeMap`);
 - compile.py: the filter visitor, `condition(filter, attribute_map)`;
+- limits.py: how long a filter and each of its values may be (`MAX_FILTER_LENGTH`,
+  `MAX_FILTER_VALUE_LENGTH`; over either, 400 `invalidFilter`);
 - sorting.py: `sort_key(binding, attribute_map)`.
 
 Strings compare case-insensitively unless the attribute is `caseExact` (RFC 7643 §2.1). Every
@@ -22,13 +24,23 @@ A multi-valued attribute matches when any of its values does (RFC 7644 §3.4.2.2
 
 from sup.scim.filtering.attributes import AttributeMap, GroupAttributeMap, UserAttributeMap
 from sup.scim.filtering.compile import MAX_FILTER_TERMS, condition
+from sup.scim.filtering.limits import (
+    MAX_FILTER_LENGTH,
+    MAX_FILTER_VALUE_LENGTH,
+    check_filter_length,
+    check_value_lengths,
+)
 from sup.scim.filtering.sorting import sort_key
 
 __all__ = [
+    "MAX_FILTER_LENGTH",
     "MAX_FILTER_TERMS",
+    "MAX_FILTER_VALUE_LENGTH",
     "AttributeMap",
     "GroupAttributeMap",
     "UserAttributeMap",
+    "check_filter_length",
+    "check_value_lengths",
     "condition",
     "sort_key",
 ]

@@ -229,6 +229,7 @@ class GroupAttributeMap(AttributeMap):
                 [Membership.group_id == Group.id],
                 {
                     "value": Operand(User.scim_id, str, case_exact=True),
+                    "display": Operand(_display(User.display_name, User.scim_user_name, User.username), str),
                     "type": Operand(literal("User", String), str),
                     "ref": Operand(literal("Users/", String) + User.scim_id, str, case_exact=True),
                 },

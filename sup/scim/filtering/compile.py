@@ -30,6 +30,7 @@ from sqlalchemy import and_, false, not_, or_, true
 
 from sup.scim.filtering.attributes import AttributeMap, canonical_sub
 from sup.scim.filtering.elements import ElementCondition, SubOperand
+from sup.scim.filtering.limits import check_filter_length, check_value_lengths
 from sup.scim.filtering.operands import Condition, Operand, compare
 
 MAX_FILTER_TERMS = 64
@@ -134,7 +135,13 @@ def _count_terms(node: Any) -> int:
 
 
 def condition(scim_filter: ScimFilter[Any], attributes: AttributeMap) -> Condition:
-    """The SQL condition of a filter already validated against the resource type's schema."""
+    """The SQL condition of a filter already validated against the resource type's schema.
+
+    Over a cap (`limits.py`, `MAX_FILTER_TERMS`) the filter is refused: 400 `invalidFilter`, or
+    `tooMany` for too many comparisons.
+    """
+    check_filter_length(str(scim_filter))
+    check_value_lengths(scim_filter.ast)
     if _count_terms(scim_filter.ast) > MAX_FILTER_TERMS:
         raise TooManyException(
             detail=f"the filter has more than {MAX_FILTER_TERMS} comparisons; split the search"
