@@ -37,7 +37,7 @@ from sup.store.audit import Actor
 from sup.store.models import AuditEntry, Group, Membership, SshKey, User, new_scim_id, utcnow
 from sup.store.outbox import mark_dirty_many
 from sup.users.schemas import UserCreate, UserPatch
-from sup.users.service import _default_home, _uid_ranges, create_user, private_gid_ranges, update_user
+from sup.users.service import _uid_ranges, create_user, default_home, private_gid_ranges, update_user
 
 CHUNK = 1000
 T = TypeVar("T")
@@ -264,7 +264,7 @@ def _create_users(
                 "uid_number": uid_of[spec.username],
                 "primary_gid": gid_of[spec.username],
                 "login_shell": spec.login_shell or settings.accounts.default_shell,
-                "home_directory": spec.home_directory or _default_home(settings, spec.username),
+                "home_directory": spec.home_directory or default_home(settings, spec.username),
                 "active": spec.active,
                 "suspended_at": None if spec.active else now,
                 "external_id": spec.external_id,

@@ -28,7 +28,7 @@ from sup.sources.document import Document, Kind, Problem, Record
 from sup.sources.ownership import may_change, refusal
 from sup.store import ids
 from sup.users.schemas import UserCreate, UserPatch
-from sup.users.service import _check_username_policy, _uid_ranges, private_gid_ranges
+from sup.users.service import _uid_ranges, check_username_policy, private_gid_ranges
 
 Action = Literal["create", "update", "unchanged", "suspend", "delete"]
 # Fields a record may leave empty to mean "as it is" (they cannot be cleared: PATCH refuses null).
@@ -209,7 +209,7 @@ def _check_users(session: Session, settings: Settings, doc: Document, current: C
             found.append(_problem(record, "user", message, field))
 
         try:
-            _check_username_policy(settings, name)
+            check_username_policy(settings, name)
         except InvalidInput as exc:
             add(exc.errors[0].message, "username")
         if existing is None and settings.ids.private_groups:
