@@ -28,7 +28,7 @@ from sup.sources.document import Document, Kind, Problem, Record
 from sup.sources.ownership import may_change, refusal
 from sup.store import ids
 from sup.users.schemas import UserCreate, UserPatch
-from sup.users.service import _uid_ranges, check_username_policy, private_gid_ranges
+from sup.users.service import check_username_policy, private_gid_ranges
 
 Action = Literal["create", "update", "unchanged", "suspend", "delete"]
 # Fields a record may leave empty to mean "as it is" (they cannot be cleared: PATCH refuses null).
@@ -180,6 +180,7 @@ def _check_users(session: Session, settings: Settings, doc: Document, current: C
     found: list[Problem] = []
     file_groups = {r.spec.name for r in doc.groups}
     file_accounts = {r.spec.name for r in doc.accounts}
+    uid_ranges = [settings.ids.uid_range, *settings.ids.supplied_uid_ranges]  # as create_user accepts
     supplied_uids = {
         r.spec.uid_number
         for r in doc.users
@@ -221,8 +222,8 @@ def _check_users(session: Session, settings: Settings, doc: Document, current: C
                     "username",
                 )
         if spec.uid_number is not None and spec.uid_number in supplied_uids:
-            if not any(spec.uid_number in r for r in _uid_ranges(settings)):
-                ranges = ", ".join(str(r) for r in _uid_ranges(settings))
+            if not any(spec.uid_number in r for r in uid_ranges):
+                ranges = ", ".join(str(r) for r in uid_ranges)
                 add(f"{spec.uid_number} is outside the allowed ranges ({ranges})", "uid_number")
             elif spec.uid_number in uids_taken:
                 holder = uid_owner.get(spec.uid_number)
