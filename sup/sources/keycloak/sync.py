@@ -20,13 +20,10 @@ from sqlalchemy.orm import Session
 from sup.config import Settings
 from sup.sources.keycloak.guard import refusal
 from sup.sources.keycloak.loaded import LoadedStore, guarded, log
-from sup.sources.keycloak.naming import group_name_of, username_of
 from sup.sources.keycloak.reader import RealmSnapshot
 from sup.sources.keycloak.report import Scope, SyncReport
 from sup.sources.keycloak.write_groups import sync_groups, sync_members
 from sup.sources.keycloak.write_users import suspend_gone, sync_user
-
-__all__ = ["Scope", "SyncReport", "apply", "group_name_of", "username_of"]
 
 
 def apply(
