@@ -2,6 +2,8 @@
 
 Each function runs inside the caller's transaction and, in that same transaction, records the audit
 entry and marks what it touched dirty (the outbox), so a committed change is never lost to the targets.
+The admin API calls them directly; the sources (Keycloak, SCIM, import) go through the create-or-update
+in upsert.py and the batched create in bulk.py, which call these.
 """
 
 from __future__ import annotations

@@ -58,14 +58,11 @@ class UserInput:
 
 @dataclass(frozen=True)
 class UserChange:
-    """What `save_user` did: `changed` names the fields that differed (for an update)."""
+    """What `save_user` did: `changed` names the fields it set (created) or that differed (updated)."""
 
     action: Action
     username: str
     changed: frozenset[str] = frozenset()
-
-    def changed_field(self, name: str) -> bool:
-        return name in self.changed
 
 
 def save_user(
