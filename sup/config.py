@@ -21,6 +21,7 @@ from pydantic_settings import (
     YamlConfigSettingsSource,
 )
 
+from sup.domain import ownership
 from sup.domain.posix import check_name
 from sup.domain.usernames import UsernameRule
 
@@ -605,18 +606,8 @@ class SourcePolicy(_Section):
     )
 
     def may_take_over(self, taker: str, owner: str) -> bool:
-        """Whether `taker` may rewrite (and so own) what `owner` holds."""
-
-        def rank(source: str) -> int | None:
-            for index, entry in enumerate(self.precedence):
-                if entry == source or (entry.endswith(":*") and source.startswith(entry[:-1])):
-                    return index
-            return None
-
-        if taker == owner:
-            return True
-        mine, theirs = rank(taker), rank(owner)
-        return mine is not None and (theirs is None or mine < theirs)
+        """Whether `taker` may rewrite (and so own) what `owner` holds (sup/domain/ownership.py)."""
+        return ownership.may_take_over(self.precedence, taker, owner)
 
 
 class ReconcileSettings(_Section):

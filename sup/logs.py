@@ -26,7 +26,7 @@ request_id_var: ContextVar[str | None] = ContextVar("sup_request_id", default=No
 _SECRETS = (
     # Authorization: Bearer xxx / Basic xxx
     (re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{8,}"), r"\1 [REDACTED]"),
-    # SUP's own tokens (sup/tokens/service.py: "sup_" + url-safe base64)
+    # SUP's own tokens (sup/domain/tokens.py: "sup_" + url-safe base64)
     (re.compile(r"\bsup_[A-Za-z0-9_-]{16,}"), "sup_[REDACTED]"),
     # scheme://user:password@host
     (re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^\s:/@]+:)[^\s@/]+@"), r"\1[REDACTED]@"),

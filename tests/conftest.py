@@ -20,12 +20,13 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
-from sup.api.app import create_app
+from sup.app import create_app
 from sup.config import Settings
+from sup.domain.roles import Role
 from sup.store import migrate
 from sup.store.audit import Actor
 from sup.store.session import make_engine, make_sessionmaker
-from sup.tokens.service import Role, create_token
+from sup.tokens.service import create_token
 from tests.support.postgres import PostgresServer, PostgresUnavailable
 
 # The real servers (slapd, slurmdbd, kube-apiserver), shared by every test directory.

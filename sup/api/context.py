@@ -17,13 +17,14 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
+from sup.api.auth import authenticate
 from sup.api.oidc import InvalidToken, OidcIdentity, OidcVerifier, looks_like_jwt
 from sup.config import Settings
+from sup.domain.roles import Role, role_allows
 from sup.errors import FieldError, InvalidInput
 from sup.store.audit import Actor
-from sup.tokens.service import Role, authenticate, role_allows
 
-_bearer = HTTPBearer(auto_error=False, description="a token from `sup token create`")
+bearer_scheme = HTTPBearer(auto_error=False, description="a token from `sup token create`")
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,7 @@ class ApiContext:
             yield session
 
 
-def _unauthorized(detail: str) -> HTTPException:
+def unauthorized(detail: str) -> HTTPException:
     return HTTPException(401, detail, headers={"WWW-Authenticate": 'Bearer realm="sup"'})
 
 
@@ -53,15 +54,15 @@ def oidc_identity(request: Request, bearer: str) -> OidcIdentity | None:
     try:
         return verifier.verify(bearer)
     except InvalidToken as exc:
-        raise _unauthorized(str(exc)) from None
+        raise unauthorized(str(exc)) from None
 
 
 def requires(needed: Role) -> object:
     def dependency(
-        request: Request, credentials: HTTPAuthorizationCredentials | None = Depends(_bearer)
+        request: Request, credentials: HTTPAuthorizationCredentials | None = Depends(bearer_scheme)
     ) -> ApiContext:
         if credentials is None or credentials.scheme.lower() != "bearer":
-            raise _unauthorized("a bearer token is required (Authorization: Bearer ...)")
+            raise unauthorized("a bearer token is required (Authorization: Bearer ...)")
         sessions: sessionmaker[Session] = request.app.state.sessions
         identity = oidc_identity(request, credentials.credentials)
         if identity is not None:
@@ -72,7 +73,7 @@ def requires(needed: Role) -> object:
             with sessions.begin() as session:
                 token = authenticate(session, credentials.credentials)
                 if token is None:
-                    raise _unauthorized("the bearer token is not valid (unknown, revoked or expired)")
+                    raise unauthorized("the bearer token is not valid (unknown, revoked or expired)")
                 name, role = token.name, token.role
         if not role_allows(role, needed):
             raise HTTPException(403, f"token {name!r} has role {role}; this needs {needed.value}")

@@ -11,15 +11,16 @@ import hashlib
 import re
 import time
 import uuid
+from collections.abc import Callable, Mapping
 
 from prometheus_client import Counter, Histogram
 from starlette.exceptions import HTTPException
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from sup.api.ratelimit import RateLimiter, retry_after_seconds
 from sup.config import RateLimit
 from sup.logs import request_id_var
-from sup.scim.ratelimit import RateLimiter, retry_after_seconds
 
 _SAFE_REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 
@@ -55,10 +56,22 @@ class RequestIdMiddleware:
             request_id_var.reset(token)
 
 
+ErrorRenderer = Callable[[int, str], Response]
+"""Renders an error a middleware answers by itself (status, detail) the way one API's clients expect."""
+
+
 class BodyLimitMiddleware:
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    """413 for a body over `max_bytes`. The answer is problem+json, or what `error_renderers` gives
+    for the longest path prefix it names (the composition root registers SCIM's Error bodies for
+    /scim/v2, RFC 7644 §3.12): this layer knows no API above it."""
+
+    def __init__(
+        self, app: ASGIApp, max_bytes: int, error_renderers: Mapping[str, ErrorRenderer] | None = None
+    ) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        # Longest prefix first, so that a more specific registration wins.
+        self.error_renderers = sorted((error_renderers or {}).items(), key=lambda item: -len(item[0]))
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -67,7 +80,7 @@ class BodyLimitMiddleware:
         too_large = f"the request body is larger than {self.max_bytes} bytes"
         declared = dict(scope.get("headers", [])).get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
-            await _send_413(scope, send, too_large)
+            await self._send_413(scope, send, too_large)
             return
         received = 0
 
@@ -83,17 +96,17 @@ class BodyLimitMiddleware:
 
         await self.app(scope, counting_receive, send)
 
+    async def _send_413(self, scope: Scope, send: Send, detail: str) -> None:
+        from sup.api.errors import problem  # local: errors imports models, keep this module light
 
-async def _send_413(scope: Scope, send: Send, detail: str) -> None:
-    from sup.api.errors import problem  # local: errors imports models, keep this module light
-    from sup.scim.errors import SCIM_PREFIX, error_response
-
-    response: Response
-    if str(scope.get("path", "")).startswith(SCIM_PREFIX):
-        response = error_response(413, detail)  # SCIM clients get SCIM Error bodies (RFC 7644 §3.12)
-    else:
-        response = problem(None, 413, detail, request_id=scope.get("state", {}).get("request_id"))
-    await response(scope, _no_body, send)
+        path = str(scope.get("path", ""))
+        render = next((r for prefix, r in self.error_renderers if path.startswith(prefix)), None)
+        response: Response
+        if render is not None:
+            response = render(413, detail)
+        else:
+            response = problem(None, 413, detail, request_id=scope.get("state", {}).get("request_id"))
+        await response(scope, _no_body, send)
 
 
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
@@ -106,7 +119,7 @@ class WriteRateLimitMiddleware:
     Applied before authentication, so a flood of writes with bad tokens is refused as cheaply as one
     with a good token. The client is its bearer token (kept only as a SHA-256, never the secret
     itself), or its address when it sends none. SCIM (/scim/v2) has its own limiter per connection,
-    with SCIM error bodies (sup/scim/ratelimit.py).
+    with SCIM error bodies (sup/scim/router.py).
     """
 
     def __init__(self, app: ASGIApp, limit: RateLimit, prefix: str) -> None:

@@ -26,12 +26,11 @@ from jwcrypto import jwk, jws, jwt
 from jwcrypto.common import JWException
 
 from sup.config import OidcSettings
-from sup.tokens.service import Role
+from sup.domain.roles import Role, rank
 
 log = logging.getLogger(__name__)
 ALGORITHMS = ["RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512"]
 MIN_REFRESH_SECONDS = 10.0
-ROLE_ORDER = {Role.viewer: 1, Role.operator: 2, Role.admin: 3}
 
 
 class InvalidToken(Exception):
@@ -129,7 +128,7 @@ class OidcVerifier:
         roles = [
             Role(self.settings.roles[n]) for n in names if isinstance(n, str) and n in self.settings.roles
         ]
-        return max(roles, key=lambda r: ROLE_ORDER[r]) if roles else None
+        return max(roles, key=rank) if roles else None
 
 
 def _claim_of(exc: Exception) -> str:

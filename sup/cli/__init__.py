@@ -44,7 +44,7 @@ def serve(
     import uvicorn
 
     from sup import logs
-    from sup.api.app import create_app
+    from sup.app import create_app
 
     cli = context()
     cli.require_migrated()

@@ -12,9 +12,9 @@ from sqlalchemy.orm import Session
 
 from sup.cli.common import context, out, print_json
 from sup.groups import service as groups
-from sup.reconcile.status import status_of
 from sup.store.lookup import require_group
 from sup.users import service as users
+from sup.users.status import status_of
 
 user_app = typer.Typer(help="Users in the store.", no_args_is_help=True)
 group_app = typer.Typer(help="Groups in the store.", no_args_is_help=True)

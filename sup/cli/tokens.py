@@ -8,9 +8,9 @@ import typer
 from rich.table import Table
 
 from sup.cli.common import context, out, print_json
+from sup.domain.roles import Role
 from sup.store.models import utcnow
 from sup.tokens import service
-from sup.tokens.service import Role
 
 app = typer.Typer(help="API tokens: create, list, revoke.", no_args_is_help=True)
 

@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session, selectinload
 
 from sup.common.concurrency import check_version
 from sup.config import IdRange, Settings
+from sup.domain.gids import private_gid_ranges
 from sup.domain.posix import InvalidName, check_groupname
 from sup.errors import Conflict, FieldError, InvalidInput, NotFound
 from sup.groups.membership import add_member, remove_member, set_group_members
@@ -33,7 +34,6 @@ from sup.store.lookup import (
 from sup.store.models import Group, Membership, SlurmAccount, User, utcnow
 from sup.store.outbox import mark_dirty
 from sup.store.paging import fetch_page
-from sup.users.service import private_gid_ranges
 
 
 def to_out(group: Group) -> GroupOut:
@@ -205,7 +205,7 @@ def _change_gid(session: Session, settings: Settings, group: Group, gid: int) ->
     """Give the group a new gid; users whose primary group it is follow."""
     if gid == group.gid_number:
         return
-    ranges = private_gid_ranges(settings) if group.private_user_id is not None else _gid_ranges(settings)
+    ranges = private_gid_ranges(settings.ids) if group.private_user_id is not None else _gid_ranges(settings)
     ids.claim(
         session, "gid", gid, owner_kind="group", owner_name=group.name, accepted=ranges, field="gid_number"
     )

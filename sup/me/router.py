@@ -20,17 +20,17 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from sup.api import API_PREFIX
-from sup.api.context import _bearer, _unauthorized, oidc_identity
+from sup.api.context import bearer_scheme, oidc_identity, unauthorized
 from sup.common.schemas import Body
 from sup.config import Settings
 from sup.domain.fields import SshKeyLine
 from sup.domain.sshkeys import parse_ssh_public_key
 from sup.errors import NotFound
-from sup.reconcile.status import UserStatus, status_of
 from sup.store.audit import Actor
 from sup.store.models import User
 from sup.users.schemas import UserPatch
 from sup.users.service import update_user
+from sup.users.status import UserStatus, status_of
 
 router = APIRouter(prefix=f"{API_PREFIX}/me", tags=["self-service"])
 SELF = "self"
@@ -44,15 +44,17 @@ class Person:
     actor: Actor
 
 
-def _person(request: Request, credentials: HTTPAuthorizationCredentials | None = Depends(_bearer)) -> Person:
+def _person(
+    request: Request, credentials: HTTPAuthorizationCredentials | None = Depends(bearer_scheme)
+) -> Person:
     settings: Settings = request.app.state.settings
     if settings.oidc is None or not settings.oidc.self_service:
         raise HTTPException(404, "self-service is not enabled on this site (oidc.self_service)")
     if credentials is None:
-        raise _unauthorized("your OIDC access token is required (Authorization: Bearer ...)")
+        raise unauthorized("your OIDC access token is required (Authorization: Bearer ...)")
     identity = oidc_identity(request, credentials.credentials)
     if identity is None:
-        raise _unauthorized("self-service takes an OIDC access token from the site's identity provider")
+        raise unauthorized("self-service takes an OIDC access token from the site's identity provider")
     actor = Actor(
         name=f"self:{identity.username}", role="self", request_id=getattr(request.state, "request_id", None)
     )

@@ -20,6 +20,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from sup.config import TARGETS, Settings
 from sup.domain.desired import DesiredState, Policy, derive
+from sup.domain.guards import mass_change
 from sup.reconcile import metrics
 from sup.reconcile.status import record_statuses
 from sup.store import outbox
@@ -224,16 +225,6 @@ def _count(result: TargetPass, seconds: float, apply: bool) -> None:
         metrics.LAST_SUCCESS.labels(result.target).set_to_current_time()
 
 
-MIN_USERS_FOR_SHARE = 5
-
-
-def too_many_suspensions(settings: Settings, count: int, total: int) -> bool:
-    """Whether locking or removing `count` of `total` active users is over reconcile's limits (the
-    same rule for the targets here and for a source about to suspend people, sup/sources)."""
-    limit, share = settings.reconcile.max_suspensions, settings.reconcile.max_suspension_share
-    return count > limit or (count > MIN_USERS_FOR_SHARE and total > 0 and count / total > share)
-
-
 def plan_from_session(settings: Settings, session: Session, *, opener: TargetOpener = open_target) -> Pass:
     """Plan every enabled target against the store as `session` sees it, uncommitted changes
     included (`sup import --dry-run --plan` shows the plan an import would lead to)."""
@@ -245,26 +236,6 @@ def plan_from_session(settings: Settings, session: Session, *, opener: TargetOpe
             else TargetPass(name, DISABLED)
             for name in TARGETS
         ]
-    )
-
-
-def mass_change(settings: Settings, desired: DesiredState, baseline: frozenset[str]) -> str | None:
-    """Why applying would lock or remove too many of the users a target holds active, or None.
-
-    Compared with what the target was last left holding (status rows), not with the store: an
-    identity provider that suddenly reports everybody gone changes the store first, and this is
-    where that must stop before it reaches the cluster.
-    """
-    leaving = sorted(u for u in baseline if u not in desired.users or not desired.users[u].active)
-    count, total = len(leaving), len(baseline)
-    limit, share = settings.reconcile.max_suspensions, settings.reconcile.max_suspension_share
-    if not too_many_suspensions(settings, count, total):
-        return None
-    shown = ", ".join(leaving[:5]) + (", ..." if count > 5 else "")
-    return (
-        f"the plan locks or removes {count} of the {total} users active on this target ({shown}), over "
-        f"reconcile.max_suspensions={limit} or max_suspension_share={share:g}; check it with "
-        "`sup plan` and rerun with --force if it is right"
     )
 
 
@@ -306,7 +277,7 @@ def _one_target(
                 "check it with `sup plan` and rerun with --force if it is right"
             )
             return result
-        refusal = None if force else mass_change(settings, desired, baseline)
+        refusal = None if force else mass_change(baseline, desired.active_usernames(), settings.reconcile)
         if refusal is not None:
             result.state, result.error = REFUSED, refusal
             return result

@@ -1,6 +1,7 @@
 """Per user and per target provisioning status, written after each reconcile pass.
 
 Only rows whose state changes are written, so a pass without drift writes nothing here either.
+The read side (what the API, the CLI and self-service show) is sup/users/status.py.
 """
 
 from __future__ import annotations
@@ -9,17 +10,14 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, Field
 from sqlalchemy import delete, insert, select, update
 from sqlalchemy.orm import Session
 
-from sup.config import TARGETS, Settings
 from sup.domain.desired import DesiredState
-from sup.store.models import OutboxMark, TargetStatus, utcnow
+from sup.store.models import TargetStatus, utcnow
 from sup.targets.base import Failure
+from sup.users.status import ERROR, IN_SYNC
 
-IN_SYNC = "in_sync"
-ERROR = "error"
 MAX_ERROR_TEXT = 2000
 
 
@@ -115,45 +113,3 @@ def _row(
         "attempts": attempts,
         "updated_at": now,
     }
-
-
-class TargetState(BaseModel):
-    target: str
-    state: str = Field(description="disabled | pending | in_sync | error")
-    last_error: str | None = None
-    attempts: int = Field(0, description="passes in a row that failed for this user")
-    updated_at: datetime | None = Field(None, description="when the state last changed")
-
-
-class UserStatus(BaseModel):
-    username: str
-    targets: list[TargetState]
-
-
-def status_of(session: Session, settings: Settings, username: str) -> UserStatus:
-    """Per target: disabled; pending (a change newer than the target's last verdict waits in the
-    outbox, or no pass has reached the user yet; the last error, if any, is kept); in_sync; or error."""
-    rows = {
-        row.target: row
-        for row in session.scalars(select(TargetStatus).where(TargetStatus.username == username))
-    }
-    mark = session.get(OutboxMark, ("user", username))
-    states = []
-    for target in TARGETS:
-        row = rows.get(target)
-        if not settings.target_enabled(target):
-            states.append(TargetState(target=target, state="disabled"))
-        elif row is None:
-            states.append(TargetState(target=target, state="pending"))
-        else:
-            state = "pending" if mark is not None and mark.marked_at > row.updated_at else row.state
-            states.append(
-                TargetState(
-                    target=target,
-                    state=state,
-                    last_error=row.last_error,
-                    attempts=row.attempts,
-                    updated_at=row.updated_at,
-                )
-            )
-    return UserStatus(username=username, targets=states)

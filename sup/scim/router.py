@@ -20,11 +20,11 @@ from scim2_server.routing import Operation, match
 from starlette.concurrency import run_in_threadpool
 
 from sup.api.context import ApiContext, requires
+from sup.api.ratelimit import retry_after_seconds
+from sup.domain.roles import Role
 from sup.scim.errors import SCIM_PREFIX, RateLimited, ScimRoute
 from sup.scim.metrics import SCIM_REQUESTS
-from sup.scim.ratelimit import retry_after_seconds
 from sup.scim.runtime import base_url, http_response, runtime, scim_request
-from sup.tokens.service import Role
 
 router = APIRouter(prefix=SCIM_PREFIX, tags=["scim"], route_class=ScimRoute)
 

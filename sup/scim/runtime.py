@@ -25,10 +25,10 @@ from scim2_server.responses import ScimResponse
 from scim2_server.routing import Operation
 
 from sup.api.context import ApiContext
+from sup.api.ratelimit import RateLimiter
 from sup.config import Settings
 from sup.scim.errors import SCIM_MEDIA_TYPE, SCIM_PREFIX
 from sup.scim.provider import build_provider
-from sup.scim.ratelimit import RateLimiter
 from sup.scim.service import SupScimHandler, SupScimService
 from sup.scim.storage import SqlStorage
 

@@ -42,7 +42,7 @@ from sup.domain.usernames import derive_username
 from sup.errors import Conflict, FieldError, InvalidInput
 from sup.groups import service as groups
 from sup.groups.upsert import GroupInput, save_group
-from sup.scim import filters
+from sup.scim import filtering
 from sup.scim.errors import from_exception, scim_attribute
 from sup.scim.mapping import (
     GROUP,
@@ -220,21 +220,21 @@ class SqlStorage(ScimStorage):
         scim_filter = search_request.filter
         if scim_filter is not None and len(scim_filter.models) > 1:  # a root search: one type at a time
             scim_filter = ScimFilter[model](str(scim_filter))  # type: ignore[valid-type]
-        target: filters.Target = (
-            filters.UserTarget(self.dialect, scim_filter)
+        attributes: filtering.AttributeMap = (
+            filtering.UserAttributeMap(self.dialect, scim_filter)
             if is_user
-            else filters.GroupTarget(self.dialect, scim_filter)
+            else filtering.GroupAttributeMap(self.dialect, scim_filter)
         )
         conditions: list[ColumnElement[bool]] = []
         if not is_user:
             conditions.append(StoreGroup.private_user_id.is_(None))
         if scim_filter is not None:
-            conditions.append(filters.condition(scim_filter, target))
+            conditions.append(filtering.condition(scim_filter, attributes))
         order: list[Any] = []
         if search_request.sort_by is not None:
             binding = search_request.sort_by.resolve()
             assert binding is not None  # sortBy was validated against the schema
-            key = filters.sort_key(binding, target)
+            key = filtering.sort_key(binding, attributes)
             descending = search_request.sort_order == SearchRequest.SortOrder.descending
             # RFC 7644 §3.4.2.3: resources without the value come last ascending, first descending.
             order.append(key.desc().nulls_first() if descending else key.asc().nulls_last())

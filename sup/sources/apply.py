@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 from sqlalchemy.orm import Session
 
 from sup.config import Settings
+from sup.domain.ownership import IMPORT_SOURCE
 from sup.errors import SupError
 from sup.groups.bulk import add_memberships, create_groups, remove_memberships
 from sup.groups.schemas import GroupCreate
@@ -31,7 +32,6 @@ from sup.groups.upsert import GroupInput, save_group
 from sup.slurm_accounts.schemas import SlurmAccountCreate, SlurmAccountPatch
 from sup.slurm_accounts.service import create_account, update_account
 from sup.sources.document import Record
-from sup.sources.ownership import IMPORT_SOURCE
 from sup.sources.plan import Item, Plan, user_values
 from sup.store.audit import Actor
 from sup.store.lookup import require_group, require_user

@@ -17,6 +17,8 @@ from typing import Any, Literal
 from sqlalchemy.orm import Session
 
 from sup.config import Settings
+from sup.domain.gids import private_gid_ranges, uid_ranges
+from sup.domain.ownership import may_change, refusal
 from sup.domain.posix import InvalidName, check_groupname
 from sup.domain.slurm import ROOT_ACCOUNT
 from sup.domain.sshkeys import parse_ssh_public_key
@@ -25,10 +27,9 @@ from sup.groups.schemas import GroupCreate
 from sup.slurm_accounts.schemas import SlurmAccountCreate
 from sup.sources.current import ACCOUNT_FIELDS, Current, load_current
 from sup.sources.document import Document, Kind, Problem, Record
-from sup.sources.ownership import may_change, refusal
 from sup.store import ids
 from sup.users.schemas import UserCreate, UserPatch
-from sup.users.service import check_username_policy, private_gid_ranges
+from sup.users.service import check_username_policy
 
 Action = Literal["create", "update", "unchanged", "suspend", "delete"]
 # Fields a record may leave empty to mean "as it is" (they cannot be cleared: PATCH refuses null).
@@ -180,7 +181,7 @@ def _check_users(session: Session, settings: Settings, doc: Document, current: C
     found: list[Problem] = []
     file_groups = {r.spec.name for r in doc.groups}
     file_accounts = {r.spec.name for r in doc.accounts}
-    uid_ranges = [settings.ids.uid_range, *settings.ids.supplied_uid_ranges]  # as create_user accepts
+    accepted_uids = uid_ranges(settings.ids)
     supplied_uids = {
         r.spec.uid_number
         for r in doc.users
@@ -222,8 +223,8 @@ def _check_users(session: Session, settings: Settings, doc: Document, current: C
                     "username",
                 )
         if spec.uid_number is not None and spec.uid_number in supplied_uids:
-            if not any(spec.uid_number in r for r in uid_ranges):
-                ranges = ", ".join(str(r) for r in uid_ranges)
+            if not any(spec.uid_number in r for r in accepted_uids):
+                ranges = ", ".join(str(r) for r in accepted_uids)
                 add(f"{spec.uid_number} is outside the allowed ranges ({ranges})", "uid_number")
             elif spec.uid_number in uids_taken:
                 holder = uid_owner.get(spec.uid_number)
@@ -232,7 +233,7 @@ def _check_users(session: Session, settings: Settings, doc: Document, current: C
                 )
                 add(f"{spec.uid_number} {said}", "uid_number")
         if spec.primary_gid is not None and existing is None and settings.ids.private_groups:
-            if not any(spec.primary_gid in r for r in private_gid_ranges(settings)):
+            if not any(spec.primary_gid in r for r in private_gid_ranges(settings.ids)):
                 add(f"{spec.primary_gid} is outside the allowed ranges", "primary_gid")
             elif spec.primary_gid in gids_taken:
                 add(f"gid {spec.primary_gid} is already allocated (gids are never reused)", "primary_gid")
@@ -454,7 +455,7 @@ def _member_change(plan: Plan, name: str, *, by_user: bool) -> tuple[Any, Any]:
 
 
 def _ownership(plan: Plan, current: Current, settings: Settings) -> list[Problem]:
-    policy = settings.sources
+    policy = settings.sources.precedence
     found = []
     for item, record in plan.users:
         stored = current.users.get(item.name)

@@ -10,9 +10,9 @@ from pydantic import AwareDatetime, BaseModel, Field, field_validator
 from sup.api import API_PREFIX
 from sup.api.context import Admin
 from sup.common.schemas import Body
+from sup.domain.roles import Role
 from sup.store.models import utcnow
 from sup.tokens import service
-from sup.tokens.service import Role
 
 
 class TokenCreate(Body):

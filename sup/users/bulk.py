@@ -16,6 +16,7 @@ from sqlalchemy import insert, select
 from sqlalchemy.orm import Session
 
 from sup.config import Settings
+from sup.domain.gids import private_gid_ranges, uid_ranges
 from sup.domain.sshkeys import parse_ssh_public_key
 from sup.store import ids
 from sup.store.audit import Actor
@@ -23,7 +24,7 @@ from sup.store.bulk_audit import record_many
 from sup.store.models import Group, Membership, SshKey, User, new_scim_id, utcnow
 from sup.store.outbox import mark_dirty_many
 from sup.users.schemas import UserCreate
-from sup.users.service import _uid_ranges, create_user, default_home, private_gid_ranges
+from sup.users.service import create_user, default_home
 from sup.users.upsert import UserChange
 
 
@@ -147,7 +148,7 @@ _AUDITED = (
 
 def _uids(session: Session, settings: Settings, specs: Sequence[UserCreate]) -> dict[str, int]:
     supplied = [(s.uid_number, "user", s.username) for s in specs if s.uid_number is not None]
-    ids.claim_many(session, "uid", supplied, accepted=_uid_ranges(settings), field="uid_number")
+    ids.claim_many(session, "uid", supplied, accepted=uid_ranges(settings.ids), field="uid_number")
     auto = [s.username for s in specs if s.uid_number is None]
     numbers = ids.allocate_many(
         session, "uid", settings.ids.uid_range, [("user", n) for n in auto], field="uid_number"
@@ -169,7 +170,7 @@ def _private_gids(
         busy = ids.taken(session, "gid", (uid_of[n] for n in rest))
         claims += [(uid_of[n], "group", n) for n in rest if uid_of[n] not in busy]
         auto = [n for n in rest if uid_of[n] in busy]
-    ids.claim_many(session, "gid", claims, accepted=private_gid_ranges(settings), field="primary_gid")
+    ids.claim_many(session, "gid", claims, accepted=private_gid_ranges(settings.ids), field="primary_gid")
     numbers = ids.allocate_many(
         session, "gid", settings.ids.gid_range, [("group", n) for n in auto], field="primary_gid"
     )

@@ -11,10 +11,10 @@ from sup.api.context import IfMatch, Operator, Viewer
 from sup.api.paging import Paging
 from sup.common.concurrency import etag
 from sup.common.schemas import Page
-from sup.reconcile.status import UserStatus, status_of
 from sup.store.lookup import require_user
 from sup.users import service
 from sup.users.schemas import UserCreate, UserOut, UserPatch
+from sup.users.status import UserStatus, status_of
 
 router = APIRouter(prefix=API_PREFIX + "/users", tags=["users"])
 

@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session, selectinload
 
 from sup.common.concurrency import check_version
 from sup.config import IdRange, Settings
+from sup.domain.gids import private_gid_ranges
 from sup.domain.posix import InvalidName, check_groupname, check_username
 from sup.domain.sshkeys import parse_ssh_public_key
 from sup.domain.usernames import derive_username
@@ -98,14 +99,6 @@ def default_home(settings: Settings, username: str) -> str:
 
 def _uid_ranges(settings: Settings) -> list[IdRange]:
     return [settings.ids.uid_range, *settings.ids.supplied_uid_ranges]
-
-
-def private_gid_ranges(settings: Settings) -> list[IdRange]:
-    """Where a private group's gid may lie: with same_as_uid that is the uid range too."""
-    ranges = [settings.ids.gid_range, *settings.ids.supplied_gid_ranges]
-    if settings.ids.private_gid == "same_as_uid":
-        ranges += _uid_ranges(settings)
-    return ranges
 
 
 def _set_ssh_keys(
@@ -275,7 +268,7 @@ def _private_gid(session: Session, settings: Settings, username: str, uid: int, 
             supplied,
             owner_kind="group",
             owner_name=username,
-            accepted=private_gid_ranges(settings),
+            accepted=private_gid_ranges(settings.ids),
             field="primary_gid",
         )
     if settings.ids.private_gid == "same_as_uid" and ids.is_free(session, "gid", uid):
@@ -285,7 +278,7 @@ def _private_gid(session: Session, settings: Settings, username: str, uid: int, 
             uid,
             owner_kind="group",
             owner_name=username,
-            accepted=private_gid_ranges(settings),
+            accepted=private_gid_ranges(settings.ids),
             field="primary_gid",
         )
     return ids.allocate(

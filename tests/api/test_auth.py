@@ -9,8 +9,10 @@ from fastapi.testclient import TestClient
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from sup.domain.roles import Role
+from sup.domain.tokens import hash_token
 from sup.store.models import ApiToken, utcnow
-from sup.tokens.service import Role, create_token, hash_token
+from sup.tokens.service import create_token
 from tests.conftest import ACTOR, bearer
 
 # (method, path, json, minimum role). Paths refer to objects created by the `world` fixture.

@@ -18,10 +18,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode
 
-from sup.api.app import create_app
+from sup.app import create_app
 from sup.config import Settings
+from sup.domain.roles import Role
 from sup.store.session import make_engine, make_sessionmaker
-from sup.tokens.service import Role, create_token
+from sup.tokens.service import create_token
 from tests.conftest import ACTOR
 
 MAX_EXAMPLES = 25

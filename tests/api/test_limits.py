@@ -13,9 +13,9 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine
 
-from sup.api.app import create_app
+from sup.api.ratelimit import RateLimiter
+from sup.app import create_app
 from sup.config import RateLimit, Settings
-from sup.scim.ratelimit import RateLimiter
 
 WRITE = {"POST", "PUT", "PATCH", "DELETE"}
 SCIM_ERROR = "urn:ietf:params:scim:api:messages:2.0:Error"

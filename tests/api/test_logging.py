@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine
 
 from sup import logs
-from sup.api.app import create_app
+from sup.app import create_app
 from sup.config import Settings
 
 

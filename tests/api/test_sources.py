@@ -7,7 +7,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
-from sup.api.app import create_app
+from sup.app import create_app
 from sup.config import Settings
 from tests.api.helpers import row_counts
 from tests.conftest import bearer

@@ -11,7 +11,7 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from sup.api import oidc
-from sup.api.app import create_app
+from sup.app import create_app
 from sup.config import Settings
 from sup.sources.keycloak.runner import full_sync
 from tests.ldap.site import Site

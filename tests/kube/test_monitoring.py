@@ -11,7 +11,7 @@ from typing import Any
 
 from prometheus_client import REGISTRY
 
-import sup.api.app  # noqa: F401  (registers every metric SUP exports)
+import sup.app  # noqa: F401  (registers every metric SUP exports)
 from tests.support.helm import CHART, helm, render
 
 ON = ("monitoring.grafanaDashboard.enabled=true", "monitoring.prometheusRule.enabled=true")

@@ -10,8 +10,9 @@ from fastapi.testclient import TestClient
 from httpx import Response
 from sqlalchemy.orm import Session, sessionmaker
 
+from sup.domain.roles import Role
 from sup.store.audit import Actor
-from sup.tokens.service import Role, create_token
+from sup.tokens.service import create_token
 
 SCIM = "/scim/v2"
 USER_SCHEMA = "urn:ietf:params:scim:schemas:core:2.0:User"

@@ -10,7 +10,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from sup.api.app import create_app
+from sup.app import create_app
 from sup.config import Settings
 from sup.store.models import AuditEntry, SshKey, User
 from tests.api.helpers import row_counts

@@ -5,10 +5,11 @@ from __future__ import annotations
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
+from sup.domain.roles import Role
 from sup.errors import InvalidInput
 from sup.store import migrate
 from sup.store.session import make_engine
-from sup.tokens.service import Role, create_token
+from sup.tokens.service import create_token
 from tests.scim.conftest import ADMIN
 
 

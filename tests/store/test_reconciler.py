@@ -17,7 +17,6 @@ from sqlalchemy.orm import Session, sessionmaker
 from sup.config import Settings
 from sup.reconcile.leader import Lease
 from sup.reconcile.planner import run_pass
-from sup.reconcile.status import status_of
 from sup.reconcile.worker import Reconciler
 from sup.store.models import TargetStatus, User, utcnow
 from sup.store.outbox import pending
@@ -25,6 +24,7 @@ from sup.store.session import make_engine
 from sup.targets.base import Target, TargetError
 from sup.users.schemas import UserCreate, UserPatch
 from sup.users.service import create_user, update_user
+from sup.users.status import status_of
 from tests.conftest import ACTOR
 from tests.support.fake_target import FakeTarget
 

@@ -7,7 +7,7 @@ targets.)"""
 from __future__ import annotations
 
 from sup.config import Settings
-from sup.reconcile.planner import too_many_suspensions
+from sup.domain.guards import too_many_suspensions
 from sup.sources.keycloak.reader import RealmSnapshot
 from sup.sources.keycloak.report import Scope
 from sup.store.models import User
@@ -33,7 +33,7 @@ def refusal(
     """Why this sync must not run (too many suspensions), or None."""
     going = leaving(user_by_kc, snapshot, scope)
     active = sum(1 for u in user_by_kc.values() if u.active)
-    if not too_many_suspensions(settings, len(going), active):
+    if not too_many_suspensions(len(going), active, settings.reconcile):
         return None
     return (
         f"Keycloak's answer would suspend {len(going)} of the {active} active Keycloak users "

@@ -1,4 +1,5 @@
-"""Per-connection rate limits: a token bucket per SCIM token, answered with 429 and Retry-After.
+"""Rate limits: a token bucket per client (a SCIM connection, an admin API token), answered with 429
+and Retry-After by whoever uses it (the write limit in sup/api/middleware.py, the SCIM routes).
 
 RFC 7644 §3.12 leaves throttling to HTTP: 429 (RFC 6585 §4) with Retry-After, which Entra ID and
 Okta honour by backing off. Buckets live in the process: with several SUP replicas behind a load
@@ -13,7 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from sup.config import ScimRateLimit
+from sup.config import RateLimit
 
 
 @dataclass
@@ -26,7 +27,7 @@ class RateLimiter:
     """`rate` requests per second sustained, `burst` at once, per key (the connection's token name)."""
 
     def __init__(
-        self, limit: ScimRateLimit, clock: Callable[[], float] = time.monotonic, max_keys: int = 10000
+        self, limit: RateLimit, clock: Callable[[], float] = time.monotonic, max_keys: int = 10000
     ) -> None:
         self.rate = limit.requests_per_second
         self.burst = float(limit.burst)

@@ -1,4 +1,7 @@
-"""The FastAPI application: admin API under /api/v1, health endpoints, OpenAPI at /docs."""
+"""The composition root: the FastAPI application (admin API under /api/v1, SCIM under /scim/v2, health
+endpoints, OpenAPI at /docs) wired with every feature's router, the reconciler and the Keycloak puller.
+
+It sits above every feature package: nothing in sup/ but the CLI imports it."""
 
 from __future__ import annotations
 
@@ -25,6 +28,7 @@ from sup.groups.router import router as groups_router
 from sup.me.router import router as me_router
 from sup.reconcile.router import router as reconcile_router
 from sup.reconcile.worker import Reconciler
+from sup.scim.errors import SCIM_PREFIX, error_response
 from sup.scim.router import router as scim_router
 from sup.slurm_accounts.router import router as slurm_router
 from sup.sources.keycloak.scheduler import KeycloakPuller
@@ -96,6 +100,10 @@ def create_app(settings: Settings, engine: Engine | None = None, *, reconciler: 
     # Added last = outermost: request id first, so every other layer (and every error) can use it.
     app.add_middleware(MetricsMiddleware)
     app.add_middleware(WriteRateLimitMiddleware, limit=settings.api.rate_limit, prefix=API_PREFIX)
-    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.api.max_body_bytes)
+    app.add_middleware(
+        BodyLimitMiddleware,
+        max_bytes=settings.api.max_body_bytes,
+        error_renderers={SCIM_PREFIX: error_response},  # SCIM clients get SCIM Error bodies
+    )
     app.add_middleware(RequestIdMiddleware)
     return app

@@ -1,0 +1,63 @@
+"""A user's provisioning status per target, as the API, the CLI and self-service show it.
+
+The reconciler writes the rows after each pass (sup/reconcile/status.py); this reads them, and adds
+what a row cannot say: a target that is disabled, and a change that waits in the outbox (pending).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pydantic import BaseModel, Field
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from sup.config import TARGETS, Settings
+from sup.store.models import OutboxMark, TargetStatus
+
+DISABLED = "disabled"
+PENDING = "pending"
+IN_SYNC = "in_sync"
+ERROR = "error"
+
+
+class TargetState(BaseModel):
+    target: str
+    state: str = Field(description="disabled | pending | in_sync | error")
+    last_error: str | None = None
+    attempts: int = Field(0, description="passes in a row that failed for this user")
+    updated_at: datetime | None = Field(None, description="when the state last changed")
+
+
+class UserStatus(BaseModel):
+    username: str
+    targets: list[TargetState]
+
+
+def status_of(session: Session, settings: Settings, username: str) -> UserStatus:
+    """Per target: disabled; pending (a change newer than the target's last verdict waits in the
+    outbox, or no pass has reached the user yet; the last error, if any, is kept); in_sync; or error."""
+    rows = {
+        row.target: row
+        for row in session.scalars(select(TargetStatus).where(TargetStatus.username == username))
+    }
+    mark = session.get(OutboxMark, ("user", username))
+    states = []
+    for target in TARGETS:
+        row = rows.get(target)
+        if not settings.target_enabled(target):
+            states.append(TargetState(target=target, state=DISABLED))
+        elif row is None:
+            states.append(TargetState(target=target, state=PENDING))
+        else:
+            state = PENDING if mark is not None and mark.marked_at > row.updated_at else row.state
+            states.append(
+                TargetState(
+                    target=target,
+                    state=state,
+                    last_error=row.last_error,
+                    attempts=row.attempts,
+                    updated_at=row.updated_at,
+                )
+            )
+    return UserStatus(username=username, targets=states)

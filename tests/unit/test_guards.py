@@ -1,0 +1,62 @@
+"""The domain's mass-change guards and ownership rules: pure functions of plain values."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sup.config import ReconcileSettings
+from sup.domain.guards import mass_change, prune_refusal, too_many_suspensions
+from sup.domain.ownership import IMPORT_SOURCE, may_change, may_take_over, refusal
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_deletions: int = 3
+    max_suspensions: int = 10
+    max_suspension_share: float = 0.5
+
+
+def test_suspensions_over_the_count_or_the_share_are_too_many() -> None:
+    limits = Limits()
+    assert not too_many_suspensions(10, 1000, limits)
+    assert too_many_suspensions(11, 1000, limits)
+    assert too_many_suspensions(6, 10, limits)  # 60 % of 10
+    assert not too_many_suspensions(5, 6, limits)  # the share counts only above 5 users
+    assert not too_many_suspensions(0, 0, limits)
+
+
+def test_the_reconcile_settings_are_the_limits() -> None:
+    settings = ReconcileSettings(max_suspensions=2)
+    assert too_many_suspensions(3, 1000, settings) and not too_many_suspensions(2, 1000, settings)
+
+
+def test_mass_change_names_who_would_leave() -> None:
+    baseline = {f"u{n}" for n in range(20)}
+    assert mass_change(baseline, baseline, Limits()) is None
+    refusal_text = mass_change(baseline, {"u0"}, Limits())
+    assert refusal_text is not None
+    assert (
+        "locks or removes 19 of the 20 users" in refusal_text
+        and "u1, u10, u11, u12, u13, ..." in refusal_text
+    )
+
+
+def test_prune_refusal_checks_suspensions_then_deletions() -> None:
+    assert prune_refusal(["a"], 3, 100, Limits()) is None
+    suspend = prune_refusal([f"u{n}" for n in range(11)], 0, 100, Limits())
+    assert suspend is not None and suspend.startswith("--prune would suspend 11 of the 100 active users")
+    deletes = prune_refusal([], 4, 100, Limits())
+    assert deletes is not None and "delete 4 groups, more than reconcile.max_deletions=3" in deletes
+
+
+def test_precedence_decides_who_takes_over() -> None:
+    precedence = ["keycloak", "scim:*", "api"]
+    assert may_take_over(precedence, "keycloak", "scim:okta")
+    assert not may_take_over(precedence, "scim:okta", "keycloak")
+    assert may_take_over([], "api", "api") and not may_take_over([], "api", "import")
+
+
+def test_an_import_changes_only_its_own_unless_ranked_higher() -> None:
+    assert may_change(IMPORT_SOURCE) and not may_change("api")
+    assert may_change("api", ["import", "api"]) and not may_change("api", ["api", "import"])
+    assert "belongs to source 'api'" in refusal("user", "ada", "api")
