@@ -1,7 +1,8 @@
 """Creating, changing and deleting groups and their members.
 
 A user-private group (the user's own group, primary group by default) is created, renamed and deleted
-with its user; through this module only its description and gid can change.
+with its user; through this module only its description and gid can change. The sources go through
+the create-or-update in upsert.py and the batched writes in bulk.py, which call these.
 """
 
 from __future__ import annotations

@@ -23,10 +23,12 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 from scim2_models import Group, Meta
 
 from sup.errors import FieldError, InvalidInput
@@ -69,8 +71,6 @@ _INTERNAL_KEYS = (PRIMARY_EMAIL_KEY, ACTIVE_UNSET_KEY)
 
 _ETAG = re.compile(r'^(?:W/)?"?(\d{1,18})"?$')
 
-M = TypeVar("M", bound=BaseModel)
-
 
 def version_tag(version: int) -> str:
     """meta.version and the ETag header (RFC 7644 §3.14): a weak tag of the row's version."""
@@ -90,10 +90,12 @@ def comparison_key(value: str) -> str:
     return unicodedata.normalize("NFC", unicodedata.normalize("NFC", value).lower())
 
 
-def validated(model: type[M], data: dict[str, Any]) -> M:
-    """A SUP request body built from SCIM values; its rule violations become InvalidInput."""
+@contextmanager
+def invalid_values() -> Iterator[None]:
+    """SCIM values that break a rule of SUP's request bodies (as the services validate them)
+    become InvalidInput, field by field."""
     try:
-        return model.model_validate(data)
+        yield
     except ValidationError as exc:
         errors = [FieldError(".".join(str(p) for p in e["loc"]) or "body", _message(e)) for e in exc.errors()]
         raise InvalidInput(errors) from None

@@ -41,30 +41,32 @@ from sup.domain.posix import InvalidName, check_groupname
 from sup.domain.usernames import derive_username
 from sup.errors import Conflict, FieldError, InvalidInput
 from sup.groups import service as groups
-from sup.groups.schemas import GroupCreate, GroupPatch
+from sup.groups.upsert import GroupInput, save_group
 from sup.scim import filtering
 from sup.scim.errors import from_exception, scim_attribute
 from sup.scim.mapping import (
     GROUP,
     USER,
+    GroupWrite,
+    UserWrite,
     comparison_key,
     group_display,
     group_resource,
     group_write,
+    invalid_values,
     parse_version,
     user_resource,
     user_write,
-    validated,
 )
 from sup.scim.schemas import ScimUser
-from sup.store.audit import Actor, record
+from sup.store.audit import Actor
 from sup.store.lookup import group_by_name
 from sup.store.models import Group as StoreGroup
 from sup.store.models import Membership
 from sup.store.models import User as StoreUser
-from sup.store.outbox import mark_dirty
+from sup.store.source_columns import SourceColumns
 from sup.users import service as users
-from sup.users.schemas import UserCreate, UserPatch
+from sup.users.upsert import UserInput, save_user
 
 SOURCE_PREFIX = "scim:"
 log = logging.getLogger(__name__)
@@ -304,10 +306,19 @@ class SqlStorage(ScimStorage):
         write = user_write(resource)  # type: ignore[arg-type]
         username = self._derive(write.user_name, None)
         self._check_external_id(write.external_id, self.source, None)
-        spec = validated(
-            UserCreate,
-            {
-                "username": username,
+        with invalid_values():
+            user, _ = save_user(
+                self.session, self.settings, self.actor, self._user_input(write, username), None
+            )
+        return user_resource(self._reloaded_user(user))
+
+    def _user_input(self, write: UserWrite, username: str) -> UserInput:
+        """What the SCIM resource says of the person: every field (a PUT replaces the resource; an
+        absent shell or home is the default)."""
+        return UserInput(
+            username=username,
+            source=self.source,
+            fields={
                 "email": write.email,
                 "display_name": write.display_name,
                 "given_name": write.given_name,
@@ -320,21 +331,18 @@ class SqlStorage(ScimStorage):
                 "active": write.active,
                 "external_id": write.external_id,
             },
-        )
-        user = users.create_user(
-            self.session,
-            self.settings,
-            self.actor,
-            spec,
-            source=self.source,
             key_origin="idp",
-            columns={
-                "scim_user_name": write.user_name,
-                "scim_user_name_key": comparison_key(write.user_name),
-                "scim_attributes": write.extra or None,
-            },
+            private_group_gid="last",  # with a private group, gidNumber is that group's gid
+            columns=SourceColumns(
+                values={
+                    "scim_user_name": write.user_name,
+                    "scim_user_name_key": comparison_key(write.user_name),
+                    "scim_attributes": write.extra or None,
+                },
+                audited={"scim_user_name": "userName", "scim_attributes": "attributes"},
+                action="update_scim",
+            ),
         )
-        return user_resource(self._reloaded_user(user))
 
     def _reloaded_user(self, user: StoreUser) -> StoreUser:
         self.session.flush()
@@ -352,63 +360,25 @@ class SqlStorage(ScimStorage):
         self._check_writable("user", user.username, user.source)
         expected = self._check_version(user.version, expected_version)
         write = user_write(resource)  # type: ignore[arg-type]
-        changes: dict[str, Any] = {}
+        username = user.username
         if write.user_name != (user.scim_user_name or user.username):
             username = self._derive(write.user_name, user)
-            if username != user.username:
-                changes["username"] = username
         self._check_external_id(write.external_id, user.source, user)
-        for name in ("email", "display_name", "given_name", "family_name", "active", "external_id"):
-            if getattr(write, name) != getattr(user, name):
-                changes[name] = getattr(write, name)
-        accounts = self.settings.accounts
-        for attribute, value, current in (
-            ("uid_number", write.uid_number, user.uid_number),
-            ("primary_gid", write.gid_number, user.primary_gid),
-        ):
+        for attribute, value in (("uid_number", write.uid_number), ("primary_gid", write.gid_number)):
             if value is None:
                 raise MutabilityException(
                     detail=f"{scim_attribute(attribute)} cannot be removed: every account has one, and "
                     "it never changes by omission"
                 )
-            if value != current:
-                changes[attribute] = value
-        # With a private group, gidNumber is that group's gid: it moves with the group (below).
-        private_gid = changes.pop("primary_gid", None) if user.private_group is not None else None
-        shell = write.login_shell or accounts.default_shell
-        if shell != user.login_shell:
-            changes["login_shell"] = shell
-        home = write.home_directory or accounts.home_template.replace(
-            "{username}", changes.get("username", user.username)
-        )
-        if home != user.home_directory:
-            changes["home_directory"] = home
-        keys = write.ssh_public_keys or []
-        if keys != [key.line for key in user.ssh_keys]:
-            changes["ssh_public_keys"] = keys
-        before = {"userName": user.scim_user_name, "attributes": user.scim_attributes}
-        if changes:
-            patch = validated(UserPatch, changes)
-            users.update_user(
-                self.session, self.settings, self.actor, user.username, patch, expected, key_origin="idp"
-            )
-        if private_gid is not None and user.private_group is not None:
-            groups.update_group(
+        with invalid_values():
+            save_user(
                 self.session,
                 self.settings,
                 self.actor,
-                user.private_group.name,
-                validated(GroupPatch, {"gid_number": private_gid}),
+                self._user_input(write, username),
+                user,
+                expected_version=expected,
             )
-        after = {"userName": write.user_name, "attributes": write.extra or None}
-        if after != before:
-            # SCIM-only attributes: the row's version moves (an ETag change), the audit log says what.
-            user.scim_user_name = write.user_name
-            user.scim_user_name_key = comparison_key(write.user_name)
-            user.scim_attributes = write.extra or None
-            mark_dirty(self.session, "user", user.username)
-            self.session.flush()
-            record(self.session, self.actor, "update_scim", "user", user.username, before=before, after=after)
         return user_resource(self._reloaded_user(user))
 
     def delete(
@@ -466,21 +436,25 @@ class SqlStorage(ScimStorage):
             )
         return [found[i] for i in ids if i in found]
 
+    def _group_input(self, write: GroupWrite, name: str) -> GroupInput:
+        return GroupInput(
+            name=name,
+            source=self.source,
+            fields={"external_id": write.external_id, "members": self._member_names(write.member_ids)},
+            columns=SourceColumns(
+                values={"scim_display_name": write.display_name},
+                audited={"scim_display_name": "displayName"},
+                action="update_scim",
+            ),
+        )
+
     def _create_group(self, resource: Group) -> Resource[Any]:
         write = group_write(resource)
         name = self.group_name(write.display_name, None)
-        spec = validated(
-            GroupCreate,
-            {"name": name, "external_id": write.external_id, "members": self._member_names(write.member_ids)},
-        )
-        group = groups.create_group(
-            self.session,
-            self.settings,
-            self.actor,
-            spec,
-            source=self.source,
-            columns={"scim_display_name": write.display_name},
-        )
+        with invalid_values():
+            group, _ = save_group(
+                self.session, self.settings, self.actor, self._group_input(write, name), None
+            )
         self.session.flush()
         self.session.expire(group)
         return group_resource(self._group(group.scim_id))
@@ -491,43 +465,14 @@ class SqlStorage(ScimStorage):
         self._check_writable("group", group.name, group.source)
         expected = self._check_version(group.version, expected_version)
         write = group_write(resource)
-        changes: dict[str, Any] = {}
-        name = self.group_name(write.display_name, group)
-        if name != group.name:
-            changes["name"] = name
-        if write.external_id != group.external_id:
-            changes["external_id"] = write.external_id
-        members = self._member_names(write.member_ids)
-        if sorted(members) != sorted(m.user.username for m in group.memberships):
-            changes["members"] = members
-        if changes:
-            try:
-                groups.update_group(
-                    self.session,
-                    self.settings,
-                    self.actor,
-                    group.name,
-                    validated(GroupPatch, changes),
-                    expected,
-                )
-            except Conflict as exc:
-                if exc.field == "name":
-                    raise UniquenessException(detail=f"displayName: {exc.message}") from exc
-                raise
-        if write.display_name != group.scim_display_name:
-            before = group.scim_display_name
-            group.scim_display_name = write.display_name
-            mark_dirty(self.session, "group", group.name)
-            self.session.flush()
-            record(
-                self.session,
-                self.actor,
-                "update_scim",
-                "group",
-                group.name,
-                before={"displayName": before},
-                after={"displayName": write.display_name},
-            )
+        data = self._group_input(write, self.group_name(write.display_name, group))
+        try:
+            with invalid_values():
+                save_group(self.session, self.settings, self.actor, data, group, expected_version=expected)
+        except Conflict as exc:
+            if exc.field == "name":
+                raise UniquenessException(detail=f"displayName: {exc.message}") from exc
+            raise
         self.session.flush()
         self.session.expire(group)
         return group_resource(self._group(group.scim_id))

@@ -17,7 +17,7 @@ from typing import Any, Literal
 from sqlalchemy.orm import Session
 
 from sup.config import Settings
-from sup.domain.gids import private_gid_ranges
+from sup.domain.gids import private_gid_ranges, uid_ranges
 from sup.domain.ownership import may_change, refusal
 from sup.domain.posix import InvalidName, check_groupname
 from sup.domain.slurm import ROOT_ACCOUNT
@@ -29,7 +29,7 @@ from sup.sources.current import ACCOUNT_FIELDS, Current, load_current
 from sup.sources.document import Document, Kind, Problem, Record
 from sup.store import ids
 from sup.users.schemas import UserCreate, UserPatch
-from sup.users.service import _check_username_policy, _uid_ranges
+from sup.users.service import check_username_policy
 
 Action = Literal["create", "update", "unchanged", "suspend", "delete"]
 # Fields a record may leave empty to mean "as it is" (they cannot be cleared: PATCH refuses null).
@@ -181,6 +181,7 @@ def _check_users(session: Session, settings: Settings, doc: Document, current: C
     found: list[Problem] = []
     file_groups = {r.spec.name for r in doc.groups}
     file_accounts = {r.spec.name for r in doc.accounts}
+    accepted_uids = uid_ranges(settings.ids)
     supplied_uids = {
         r.spec.uid_number
         for r in doc.users
@@ -210,7 +211,7 @@ def _check_users(session: Session, settings: Settings, doc: Document, current: C
             found.append(_problem(record, "user", message, field))
 
         try:
-            _check_username_policy(settings, name)
+            check_username_policy(settings, name)
         except InvalidInput as exc:
             add(exc.errors[0].message, "username")
         if existing is None and settings.ids.private_groups:
@@ -222,8 +223,8 @@ def _check_users(session: Session, settings: Settings, doc: Document, current: C
                     "username",
                 )
         if spec.uid_number is not None and spec.uid_number in supplied_uids:
-            if not any(spec.uid_number in r for r in _uid_ranges(settings)):
-                ranges = ", ".join(str(r) for r in _uid_ranges(settings))
+            if not any(spec.uid_number in r for r in accepted_uids):
+                ranges = ", ".join(str(r) for r in accepted_uids)
                 add(f"{spec.uid_number} is outside the allowed ranges ({ranges})", "uid_number")
             elif spec.uid_number in uids_taken:
                 holder = uid_owner.get(spec.uid_number)

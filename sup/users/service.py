@@ -2,6 +2,8 @@
 
 Each function runs inside the caller's transaction and, in that same transaction, records the audit
 entry and marks what it touched dirty (the outbox), so a committed change is never lost to the targets.
+The admin API calls them directly; the sources (Keycloak, SCIM, import) go through the create-or-update
+in upsert.py and the batched create in bulk.py, which call these.
 """
 
 from __future__ import annotations
@@ -69,7 +71,7 @@ def snapshot(user: User) -> dict[str, Any]:
 # --- rules that need the settings ---------------------------------------------------------------
 
 
-def _check_username_policy(settings: Settings, username: str, field: str = "username") -> None:
+def check_username_policy(settings: Settings, username: str, field: str = "username") -> None:
     try:
         check_username(username, settings.reserved_names())
         if settings.ids.private_groups:
@@ -91,7 +93,7 @@ def _check_default_account(session: Session, name: str | None) -> None:
         )
 
 
-def _default_home(settings: Settings, username: str) -> str:
+def default_home(settings: Settings, username: str) -> str:
     return settings.accounts.home_template.replace("{username}", username)
 
 
@@ -192,7 +194,7 @@ def create_user(
 ) -> User:
     """Create a user. `key_origin` records where the SSH keys came from (`admin`, or `idp` for SCIM);
     `columns` are values a source keeps on the user besides the spec (SCIM's userName and attributes)."""
-    _check_username_policy(settings, spec.username)
+    check_username_policy(settings, spec.username)
     _check_username_free(session, settings, spec.username)
     shell = spec.login_shell or settings.accounts.default_shell
     _check_shell(settings, shell)
@@ -237,7 +239,7 @@ def create_user(
         uid_number=uid,
         primary_gid=primary_gid,
         login_shell=shell,
-        home_directory=spec.home_directory or _default_home(settings, spec.username),
+        home_directory=spec.home_directory or default_home(settings, spec.username),
         active=spec.active,
         suspended_at=None if spec.active else utcnow(),
         external_id=spec.external_id,
@@ -400,7 +402,7 @@ def _bump(user: User) -> None:
 
 
 def _rename(session: Session, settings: Settings, user: User, new_name: str) -> set[str]:
-    _check_username_policy(settings, new_name)
+    check_username_policy(settings, new_name)
     _check_username_free(session, settings, new_name)
     old_name = user.username
     mark_dirty(session, "user", old_name)  # the targets must remove the old name too
@@ -412,8 +414,8 @@ def _rename(session: Session, settings: Settings, user: User, new_name: str) -> 
         ids.rename_owner(session, "gid", group.gid_number, new_name)
         group.name = new_name
         touched.add(new_name)
-    if user.home_directory == _default_home(settings, old_name):
-        user.home_directory = _default_home(settings, new_name)
+    if user.home_directory == default_home(settings, old_name):
+        user.home_directory = default_home(settings, new_name)
     user.username = new_name
     return touched
 

@@ -12,8 +12,8 @@ from sup.api.oidc import OidcVerifier, looks_like_jwt
 from sup.config import OidcSettings, Settings, SourcePolicy
 from sup.domain.roles import Role
 from sup.sources.keycloak import scheduler
+from sup.sources.keycloak.naming import group_name_of
 from sup.sources.keycloak.reader import KcGroup, in_scope
-from sup.sources.keycloak.sync import group_name_of
 
 KC = {"url": "https://sso.example.org/", "realm": "hpc", "client_id": "sup", "client_secret": "s3cret"}
 

@@ -1,2 +1,3 @@
 """The Keycloak source: a scheduled full pull of users, groups and memberships, plus incremental
-updates from the realm's admin events (see sync.py for the rules, reader.py for the reading)."""
+updates from the realm's admin events (reader.py reads; sync.py applies a read through the users and
+groups services and says which module holds which rule)."""

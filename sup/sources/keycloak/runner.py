@@ -21,7 +21,8 @@ from sqlalchemy.orm import Session, sessionmaker
 from sup.config import Settings
 from sup.errors import ConfigurationError, Conflict
 from sup.sources.keycloak.reader import KcGroup, ReadFailed, RealmReader, RealmSnapshot, in_scope
-from sup.sources.keycloak.sync import Scope, SyncReport, apply
+from sup.sources.keycloak.report import Scope, SyncReport
+from sup.sources.keycloak.sync import apply
 from sup.store.locks import LockTimeout, exclusive
 from sup.store.models import SourceState, utcnow
 
