@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, create_model, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -21,10 +22,11 @@ from pydantic_settings import (
     YamlConfigSettingsSource,
 )
 
-from sup.domain.posix import check_name
 from sup.domain.usernames import UsernameRule
+from sup.targets.registry import SPECS, TargetSections
+from sup.targets.spec import TargetSpec
 
-TARGETS: tuple[str, ...] = ("ldap", "slurm", "kube")
+S = TypeVar("S", bound=BaseModel)
 
 # Numbers that mean something to every Linux system and must never name a person or a group.
 FORBIDDEN_IDS: frozenset[int] = frozenset({0, 65534, 65535, 4294967294, 4294967295})
@@ -150,360 +152,6 @@ class ApiSettings(_Section):
         description="writes (POST, PUT, PATCH, DELETE) under /api/v1 per bearer token (per client "
         "address without one); over it: 429 with Retry-After. SCIM has its own, scim.rate_limit",
     )
-
-
-class LdapSettings(_Section):
-    """The LDAP target (settings key `ldap`): where SUP writes, what it owns there, how it connects.
-
-    SUP owns everything below `users_dn`, `groups_dn` and `sudoers_dn` (they must lie below
-    `base_dn` and not inside one another); everything else in the directory is only read, to find
-    uid, uidNumber, group name and gidNumber collisions.
-    """
-
-    url: str = Field(description="ldap://host[:port] or ldaps://host[:port]")
-    bind_dn: str
-    bind_password: SecretStr
-    base_dn: str
-    schema_: Literal["rfc2307bis", "rfc2307"] = Field("rfc2307bis", alias="schema")
-    users_dn: str | None = Field(None, description="default ou=people,BASE")
-    groups_dn: str | None = Field(None, description="default ou=groups,BASE")
-    sudoers_dn: str | None = Field(None, description="default ou=SUDOers,BASE")
-    group_class: str = Field(
-        "groupOfNames",
-        pattern=r"^[A-Za-z][A-Za-z0-9-]*$",
-        description="rfc2307bis: the structural object class beside posixGroup (must allow `member`)",
-    )
-    empty_group_member: str | None = Field(
-        "cn=empty-membership-placeholder",
-        description="rfc2307bis: the member DN an empty group holds, because groupOfNames needs one "
-        "(a DN that is no entry, outside every search base); null (or empty) with a class whose member "
-        "is optional",
-    )
-    unknown_entries: Literal["delete", "report"] = Field(
-        "delete", description="entries below SUP's OUs that the store does not know"
-    )
-    deactivated: Literal["lock", "delete"] = Field(
-        "lock",
-        description="lock: keep the entry with no keys, no groups, the nologin shell; delete: remove it",
-    )
-    admin_groups: list[str] = Field(
-        default_factory=list, description="groups whose members get a sudoRole (sudo through sssd)"
-    )
-    sudo_commands: list[str] = Field(default_factory=lambda: ["ALL"], min_length=1)
-    sudo_hosts: list[str] = Field(default_factory=lambda: ["ALL"], min_length=1)
-    sudo_options: list[str] = Field(
-        default_factory=lambda: ["!authenticate"],
-        description="sudoOption values; SUP's users log in with SSH keys and have no password to type",
-    )
-    page_size: int = Field(500, ge=1, le=100000, description="entries per page of a paged search")
-    pipeline_depth: int = Field(64, ge=1, le=10000, description="writes in flight at once (1: one by one)")
-    timeout_seconds: int = Field(30, ge=1, le=3600, description="connect and per-operation timeout")
-    start_tls: bool = Field(False, description="StartTLS on an ldap:// URL")
-    ca_file: str | None = Field(
-        None, description="CA certificates (PEM) to verify the server; default: system"
-    )
-
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
-
-    @field_validator("url")
-    @classmethod
-    def _url(cls, value: str) -> str:
-        if not re.fullmatch(r"ldaps?://[^/?#\s]+/?", value):
-            raise ValueError("must be ldap://HOST[:PORT] or ldaps://HOST[:PORT]")
-        return value
-
-    @field_validator("empty_group_member", mode="before")
-    @classmethod
-    def _no_placeholder(cls, value: object) -> object:
-        return None if value == "" else value  # SUP_LDAP__EMPTY_GROUP_MEMBER= (empty): none
-
-    @field_validator("admin_groups")
-    @classmethod
-    def _admin_groups(cls, value: list[str]) -> list[str]:
-        for name in value:
-            check_name(name, kind="admin group")
-        return value
-
-    @field_validator("sudo_commands", "sudo_hosts", "sudo_options")
-    @classmethod
-    def _sudo_values(cls, value: list[str]) -> list[str]:
-        for item in value:
-            if not item.strip() or not item.isascii() or not item.isprintable():
-                raise ValueError(f"{item!r} must be printable ASCII (sudo's LDAP schema stores IA5 strings)")
-        return value
-
-    @model_validator(mode="after")
-    def _directory_shape(self) -> LdapSettings:
-        from sup.targets.ldap.dn import InvalidDn, is_under, normalize
-
-        if self.start_tls and self.url.startswith("ldaps://"):
-            raise ValueError("start_tls applies to ldap:// URLs; an ldaps:// URL is TLS already")
-        names = {"base_dn": self.base_dn, "bind_dn": self.bind_dn, **self.containers()}
-        if self.empty_group_member is not None:
-            names["empty_group_member"] = self.empty_group_member
-        normal = {}
-        for key, dn in names.items():
-            try:
-                normal[key] = normalize(dn)
-            except InvalidDn as exc:
-                raise ValueError(f"{key} is not a distinguished name: {exc}") from None
-            if not normal[key]:
-                raise ValueError(f"{key} must not be empty")
-        containers = ("users_dn", "groups_dn", "sudoers_dn")
-        for key in containers:
-            if not is_under(normal[key], normal["base_dn"]):
-                raise ValueError(f"{key} {names[key]} must lie below base_dn {self.base_dn}")
-            for other in containers:
-                if key != other and (normal[key] == normal[other] or is_under(normal[key], normal[other])):
-                    raise ValueError(f"{key} and {other} must be different OUs, neither inside the other")
-        return self
-
-    def containers(self) -> dict[str, str]:
-        """The DNs of the three OUs SUP owns, defaults filled in."""
-        return {
-            "users_dn": self.users_dn or f"ou=people,{self.base_dn}",
-            "groups_dn": self.groups_dn or f"ou=groups,{self.base_dn}",
-            "sudoers_dn": self.sudoers_dn or f"ou=SUDOers,{self.base_dn}",
-        }
-
-
-_SLURM_NAME = re.compile(r"^[a-z0-9_][a-z0-9_.-]*$")
-AdminLevel = Literal["Operator", "Administrator"]
-
-
-class SlurmSettings(_Section):
-    """The Slurm accounting target (settings key `slurm`); see README "Slurm target"."""
-
-    cluster: str = Field(description="the cluster SUP provisions (as registered in slurmdbd)")
-    sacctmgr: str = Field("sacctmgr", description="path of sacctmgr; SLURM_CONF passes through")
-    clusters: list[str] = Field(
-        default_factory=list, description="more clusters of the same slurmdbd, provisioned alike"
-    )
-    ignore_accounts: list[str] = Field(
-        default_factory=list, description="accounts SUP never changes (root always is)"
-    )
-    ignore_users: list[str] = Field(
-        default_factory=list, description="users SUP never changes (root always is)"
-    )
-    admin_groups: dict[str, AdminLevel] = Field(
-        default_factory=dict,
-        description="group -> Slurm AdminLevel of its members; when set, SUP owns its users' AdminLevel",
-    )
-    user_fairshare: int | Literal["parent"] | None = Field(
-        None, description="Fairshare of every user association; None leaves it as Slurm has it"
-    )
-    prune_accounts: bool = Field(
-        False, description="delete accounts below root that SUP does not know (else only report them)"
-    )
-    chunk_size: int = Field(
-        1000, ge=1, le=20000, description="names per sacctmgr call (measured: bench/slurm_bench.py)"
-    )
-    command_timeout: float = Field(900.0, gt=0, description="seconds before a sacctmgr call is abandoned")
-    lock_dir: str = Field(
-        "/run/lock/sup", description="directory of the host-local writer lock (one file per slurmdbd)"
-    )
-    lock_timeout: float = Field(600.0, ge=0, description="seconds to wait for another slurmdbd writer")
-    slurmdbd: str | None = Field(
-        None,
-        description="host:port naming the slurmdbd in lock names; default read from SLURM_CONF's "
-        "AccountingStorageHost/Port",
-    )
-
-    @field_validator("cluster")
-    @classmethod
-    def _cluster(cls, value: str) -> str:
-        return _slurm_name(value, "cluster")
-
-    @field_validator("clusters", "ignore_accounts", "ignore_users")
-    @classmethod
-    def _names(cls, values: list[str]) -> list[str]:
-        for value in values:
-            _slurm_name(value, "name")
-        if len(set(values)) != len(values):
-            raise ValueError("a name is listed twice")
-        return values
-
-    @field_validator("sacctmgr", "lock_dir")
-    @classmethod
-    def _not_empty(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("must not be empty")
-        return value
-
-    @model_validator(mode="after")
-    def _no_repeated_cluster(self) -> SlurmSettings:
-        if self.cluster in self.clusters:
-            raise ValueError(f"cluster {self.cluster!r} is also listed in clusters")
-        return self
-
-    def all_clusters(self) -> list[str]:
-        """The effective cluster list: `cluster` first, then `clusters`."""
-        return [self.cluster, *self.clusters]
-
-
-def _slurm_name(value: str, what: str) -> str:
-    if not _SLURM_NAME.match(value):
-        raise ValueError(
-            f"{what} {value!r} is not a valid Slurm name (lower-case letters, digits, '_', '.', '-')"
-        )
-    return value
-
-
-class KubeSettings(_Section):
-    """The Kubernetes target (settings key `kube`): per user a home PersistentVolumeClaim and a login
-    StatefulSet (one sshd pod) with its Service and NetworkPolicy, all in `namespace`; per group named
-    in `group_pods`, a shared login pod. Rendered from templates/kube/*.yaml.j2 (`templates_dir`
-    overrides them file by file). Objects carry `app.kubernetes.io/managed-by: sup`; SUP never writes
-    an object without it.
-    """
-
-    namespace: str = Field(description="where the per-user objects live (RFC 1123 label)")
-    kubeconfig: str | None = Field(
-        None, description="kubeconfig file; absent: the in-cluster service account (running in a pod)"
-    )
-    context: str | None = Field(None, description="kubeconfig context; default: its current context")
-    field_manager: str = Field(
-        "sup", min_length=1, max_length=120, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$",
-        description="server-side apply field manager; SUP owns exactly the fields it applies under it",
-    )  # fmt: skip
-    templates_dir: str | None = Field(
-        None, description="a directory whose *.yaml.j2 files replace the shipped ones of the same name"
-    )
-    home_size: str = Field("10Gi", description="home volume size; a larger value grows existing claims")
-    home_storage_class: str | None = Field(None, description="default: the cluster's default class")
-    home_access_mode: Literal["ReadWriteOnce", "ReadWriteOncePod", "ReadWriteMany"] = "ReadWriteOnce"
-    pvc_retention: str = Field(
-        "keep",
-        description="how long a home claim outlives its user's deactivation or removal: 'keep' (for "
-        "ever) or a duration such as 30d, 12h, 0s",
-    )
-    image: str = Field("sup-login:latest", description="login image: sshd (and sssd) as described in README")
-    image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = "IfNotPresent"
-    image_pull_secrets: list[str] = Field(default_factory=list, description="names of Secrets in namespace")
-    cpu: str = Field("4", description="CPU limit of a login pod")
-    memory: str = Field("8Gi", description="memory limit of a login pod")
-    cpu_request: str | None = Field(None, description="default: equal to cpu")
-    memory_request: str | None = Field(None, description="default: equal to memory")
-    node_selector: dict[str, str] = Field(default_factory=dict)
-    ssh_port: int = Field(
-        2222,
-        ge=1024,
-        le=65535,
-        description="sshd's port inside the pod (unprivileged: sshd runs as the user)",
-    )
-    service_type: Literal["ClusterIP", "NodePort", "LoadBalancer"] = "ClusterIP"
-    service_port: int = Field(22, ge=1, le=65535)
-    ssh_sources: list[str] = Field(
-        default_factory=list, description="CIDRs allowed to reach sshd; empty: no ssh ingress at all"
-    )
-    dns_namespace: str = Field("kube-system", description="namespace of the cluster DNS pods")
-    dns_pod_labels: dict[str, str] = Field(default_factory=lambda: {"k8s-app": "kube-dns"})
-    dns_cidrs: list[str] = Field(default_factory=list, description="extra DNS servers, e.g. node-local DNS")
-    ldap_cidrs: list[str] = Field(default_factory=list, description="the LDAP servers sssd reads")
-    ldap_ports: list[int] = Field(default_factory=lambda: [389, 636])
-    slurmctld_cidrs: list[str] = Field(default_factory=list, description="the Slurm controller(s)")
-    slurmctld_ports: list[int] = Field(default_factory=lambda: [6817])
-    egress_cidrs: list[str] = Field(default_factory=list, description="other destinations, every port")
-    blocked_cidrs: list[str] = Field(
-        default_factory=lambda: ["169.254.169.254/32", "fd00:ec2::254/128"],
-        description="never reachable, even inside an allowed CIDR (cloud metadata addresses)",
-    )
-    group_pods: list[str] = Field(
-        default_factory=list, description="groups that get a shared login pod their members can use"
-    )
-    page_size: int = Field(500, ge=1, le=10000, description="objects per page of a list")
-    timeout_seconds: int = Field(30, ge=1, le=600, description="per-request timeout")
-    workers: int = Field(8, ge=1, le=64, description="writes in flight at once")
-
-    @field_validator("namespace", "dns_namespace")
-    @classmethod
-    def _namespace(cls, value: str) -> str:
-        from sup.targets.kube.values import dns_label
-
-        return dns_label(value, "namespace")
-
-    @field_validator("home_size", "cpu", "memory", "cpu_request", "memory_request")
-    @classmethod
-    def _quantity(cls, value: str | None) -> str | None:
-        from sup.targets.kube.values import positive_quantity
-
-        return None if value is None else positive_quantity(value)
-
-    @field_validator("pvc_retention")
-    @classmethod
-    def _retention(cls, value: str) -> str:
-        from sup.targets.kube.values import parse_retention
-
-        parse_retention(value)
-        return value
-
-    @field_validator("home_storage_class", "image", "kubeconfig", "context", "templates_dir")
-    @classmethod
-    def _one_word(cls, value: str | None) -> str | None:
-        if value is not None and (not value.strip() or any(c.isspace() for c in value)):
-            raise ValueError("must be non-empty and without spaces")
-        return value
-
-    @field_validator("image_pull_secrets")
-    @classmethod
-    def _secret_names(cls, value: list[str]) -> list[str]:
-        from sup.targets.kube.values import dns_label
-
-        return [dns_label(v, "secret name") for v in value]
-
-    @field_validator("node_selector", "dns_pod_labels")
-    @classmethod
-    def _labels(cls, value: dict[str, str]) -> dict[str, str]:
-        from sup.targets.kube.values import label_key, label_value
-
-        return {label_key(k): label_value(v) for k, v in value.items()}
-
-    @field_validator(
-        "ssh_sources", "dns_cidrs", "ldap_cidrs", "slurmctld_cidrs", "egress_cidrs", "blocked_cidrs"
-    )
-    @classmethod
-    def _cidrs(cls, value: list[str]) -> list[str]:
-        from sup.targets.kube.values import cidr
-
-        return [cidr(v) for v in value]
-
-    @field_validator("ldap_ports", "slurmctld_ports")
-    @classmethod
-    def _ports(cls, value: list[int]) -> list[int]:
-        for port in value:
-            if not 1 <= port <= 65535:
-                raise ValueError(f"port {port} is not between 1 and 65535")
-        return value
-
-    @field_validator("group_pods")
-    @classmethod
-    def _groups(cls, value: list[str]) -> list[str]:
-        for name in value:
-            check_name(name, kind="group in group_pods")
-        return value
-
-    @model_validator(mode="after")
-    def _consistent(self) -> KubeSettings:
-        from sup.targets.kube.values import overlaps, parse_quantity
-
-        for limit, request in (("cpu", self.cpu_request), ("memory", self.memory_request)):
-            if request is not None and parse_quantity(request) > parse_quantity(getattr(self, limit)):
-                raise ValueError(f"{limit}_request {request} is more than {limit} {getattr(self, limit)}")
-        allowed = self.dns_cidrs + self.ldap_cidrs + self.slurmctld_cidrs + self.egress_cidrs
-        for blocked in self.blocked_cidrs:
-            for network in allowed:
-                if overlaps(blocked, network) and not _strictly_inside(blocked, network):
-                    raise ValueError(
-                        f"egress CIDR {network} covers all of blocked_cidrs {blocked}: the blocked "
-                        "address cannot be carved out of it; remove it or narrow blocked_cidrs"
-                    )
-        return self
-
-
-def _strictly_inside(inner: str, outer: str) -> bool:
-    from sup.targets.kube.values import inside
-
-    return inside(inner, outer)
 
 
 class KeycloakSettings(_Section):
@@ -704,7 +352,9 @@ class AccessPolicy(_Section):
     )
 
 
-class Settings(BaseSettings):
+class SettingsBase(BaseSettings):
+    """Every section but the targets'; `Settings` adds one optional section per registered target."""
+
     model_config = SettingsConfigDict(
         env_prefix="SUP_", env_nested_delimiter="__", extra="forbid", validate_default=True
     )
@@ -716,9 +366,6 @@ class Settings(BaseSettings):
     api: ApiSettings = ApiSettings()
     log: LogSettings = LogSettings()
     access: AccessPolicy = AccessPolicy()
-    ldap: LdapSettings | None = None
-    slurm: SlurmSettings | None = None
-    kube: KubeSettings | None = None
     keycloak: KeycloakSettings | None = None
     oidc: OidcSettings | None = None
     sources: SourcePolicy = SourcePolicy()
@@ -745,10 +392,45 @@ class Settings(BaseSettings):
         return tuple(sources)
 
     def target_enabled(self, target: str) -> bool:
-        return getattr(self, target) is not None
+        return getattr(self, target, None) is not None
+
+    def target_settings(self, spec: TargetSpec[S]) -> S | None:
+        """The target's settings section, typed as its spec's model; None when the target is off."""
+        section = getattr(self, spec.name, None)
+        if section is None or isinstance(section, spec.settings_model):
+            return section
+        raise TypeError(f"settings section {spec.name!r} is a {type(section).__name__}, not its spec's model")
+
+    @classmethod
+    def with_targets(cls, specs: Sequence[TargetSpec[Any]]) -> type[Settings]:
+        """These settings with a section for each of `specs` too (tests register a fake target so)."""
+        return cast("type[Settings]", _compose(cls, specs))
+
+    if TYPE_CHECKING:
+        # The target sections are composed from the registry at import time (below): a type checker
+        # takes their keyword arguments as they come, and their attributes from TargetSections.
+        def __init__(self, **values: Any) -> None: ...
 
     def reserved_names(self) -> frozenset[str]:
         return frozenset(self.accounts.extra_reserved_names) | self.naming.extra_reserved
+
+
+def _compose(base: type[SettingsBase], specs: Sequence[TargetSpec[Any]]) -> type[SettingsBase]:
+    """`base` with one optional section per target spec, keyed by the spec's name (SUP_<NAME>__*)."""
+    sections: dict[str, Any] = {spec.name: (spec.settings_model | None, None) for spec in specs}
+    return create_model("Settings", __base__=base, __module__=__name__, **sections)
+
+
+if TYPE_CHECKING:
+
+    class Settings(SettingsBase, TargetSections):
+        """SUP's settings: every section, and one per registered target (targets/registry.py)."""
+
+        def __init__(self, **values: Any) -> None: ...
+
+else:
+    Settings = _compose(SettingsBase, SPECS)
+    Settings.__doc__ = "SUP's settings: every section, and one per registered target (targets/registry.py)."
 
 
 def load_settings(**overrides: Any) -> Settings:

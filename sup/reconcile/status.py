@@ -13,10 +13,11 @@ from pydantic import BaseModel, Field
 from sqlalchemy import delete, insert, select, update
 from sqlalchemy.orm import Session
 
-from sup.config import TARGETS, Settings
+from sup.config import Settings
 from sup.domain.desired import DesiredState
 from sup.store.models import OutboxMark, TargetStatus, utcnow
 from sup.targets.base import Failure
+from sup.targets.registry import TARGET_NAMES
 
 IN_SYNC = "in_sync"
 ERROR = "error"
@@ -130,16 +131,19 @@ class UserStatus(BaseModel):
     targets: list[TargetState]
 
 
-def status_of(session: Session, settings: Settings, username: str) -> UserStatus:
-    """Per target: disabled; pending (a change newer than the target's last verdict waits in the
-    outbox, or no pass has reached the user yet; the last error, if any, is kept); in_sync; or error."""
+def status_of(
+    session: Session, settings: Settings, username: str, *, targets: Sequence[str] = TARGET_NAMES
+) -> UserStatus:
+    """Per target (the registered ones by default): disabled; pending (a change newer than the
+    target's last verdict waits in the outbox, or no pass has reached the user yet; the last error,
+    if any, is kept); in_sync; or error."""
     rows = {
         row.target: row
         for row in session.scalars(select(TargetStatus).where(TargetStatus.username == username))
     }
     mark = session.get(OutboxMark, ("user", username))
     states = []
-    for target in TARGETS:
+    for target in targets:
         row = rows.get(target)
         if not settings.target_enabled(target):
             states.append(TargetState(target=target, state="disabled"))

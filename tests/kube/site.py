@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import datetime
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +17,7 @@ from sup.reconcile.planner import Pass, run_pass
 from sup.store.models import TargetStatus
 from sup.targets.base import Target
 from sup.targets.kube import KubeTarget
+from sup.targets.spec import TargetContext
 from tests.support.cli import sup_env
 from tests.support.kubeapi import Admin, KubeApiServer, collection
 from tests.support.store_edits import StoreEdits
@@ -64,9 +65,9 @@ class Site(StoreEdits):
 
     # --- passes --------------------------------------------------------------------------------------
 
-    def _open(self, name: str, settings: Settings) -> Target[Any]:
+    def _open(self, name: str, context: TargetContext[Any]) -> Target[Any]:
         now = self.now
-        target = KubeTarget(settings, now=lambda: now) if now is not None else KubeTarget(settings)
+        target = KubeTarget(replace(context, clock=lambda: now) if now is not None else context)
         self.targets.append(target)
         return target
 

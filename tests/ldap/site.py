@@ -14,6 +14,7 @@ from sup.config import Settings
 from sup.reconcile.planner import Pass, run_pass
 from sup.targets.base import Target
 from sup.targets.ldap import LdapTarget
+from sup.targets.spec import TargetContext
 from tests.support.cli import sup_env
 from tests.support.slapd import SlapdServer
 from tests.support.store_edits import StoreEdits
@@ -60,8 +61,8 @@ class Site(StoreEdits):
 
     # --- passes --------------------------------------------------------------------------------------
 
-    def _open(self, name: str, settings: Settings) -> Target[Any]:
-        target = LdapTarget(settings)
+    def _open(self, name: str, context: TargetContext[Any]) -> Target[Any]:
+        target = LdapTarget(context)
         self.targets.append(target)
         return target
 

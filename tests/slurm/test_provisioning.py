@@ -14,6 +14,7 @@ from sup.reconcile.planner import Pass, run_pass
 from sup.store.models import TargetStatus
 from sup.targets.base import Target
 from sup.targets.slurm import SlurmTarget
+from sup.targets.spec import TargetContext
 from tests.slurm import helpers as h
 from tests.support.slurmdbd import SlurmdbdServer
 
@@ -24,8 +25,8 @@ class Recorder:
     def __init__(self) -> None:
         self.targets: list[SlurmTarget] = []
 
-    def __call__(self, name: str, settings: Settings) -> Target[Any]:
-        target = SlurmTarget(settings)
+    def __call__(self, name: str, context: TargetContext[Any]) -> Target[Any]:
+        target = SlurmTarget(context)
         self.targets.append(target)
         return target
 
