@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import httpx
 import yaml
 
-from sup.config import LdapSettings, Settings
+from sup.config import Settings
 from sup.groups.schemas import GroupCreate
 from sup.groups.service import create_group
 from sup.reconcile.planner import desired_state, run_pass
@@ -42,6 +42,7 @@ from sup.slurm_accounts.service import create_account
 from sup.store import migrate
 from sup.store.audit import Actor
 from sup.store.session import make_engine, make_sessionmaker
+from sup.targets.ldap import LdapSettings
 from sup.targets.ldap.sssd_config import render
 from sup.users.schemas import UserCreate
 from sup.users.service import create_user

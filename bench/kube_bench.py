@@ -29,10 +29,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from sup.config import Settings
 from sup.domain.desired import DesiredState
 from sup.reconcile.planner import desired_state, run_pass
+from sup.reconcile.targets import target_context
 from sup.store import migrate
 from sup.store.audit import Actor
 from sup.store.session import make_engine, make_sessionmaker
-from sup.targets.kube import KubeTarget
+from sup.targets.kube import SPEC, KubeTarget
 from sup.users.schemas import UserCreate
 from sup.users.service import create_user
 from tests.support.kubeapi import KubeApiServer
@@ -57,7 +58,7 @@ def fill_store(settings: Settings, users: int) -> None:
 
 
 def one_pass(settings: Settings, desired: DesiredState, *, apply: bool) -> dict[str, Any]:
-    target = KubeTarget(settings)
+    target = KubeTarget(target_context(SPEC, settings, None))
     try:
         observed = target.observe()
         changes = target.diff(desired, observed)

@@ -37,11 +37,12 @@ from sup.domain.desired import DesiredState
 from sup.groups.schemas import GroupCreate
 from sup.groups.service import create_group
 from sup.reconcile.planner import desired_state, run_pass
+from sup.reconcile.targets import target_context
 from sup.store import migrate
 from sup.store.audit import Actor
 from sup.store.session import make_engine, make_sessionmaker
 from sup.targets.base import CREATE, Change
-from sup.targets.ldap import LdapTarget
+from sup.targets.ldap import SPEC, LdapTarget
 from sup.targets.ldap.diff import META_KEYS, values_of
 from sup.users.schemas import UserCreate
 from sup.users.service import create_user
@@ -134,7 +135,7 @@ def raw_sync(url: str, entries: list[Entry]) -> None:
 
 def sup_pass(settings: Settings, desired: DesiredState) -> tuple[list[Change], int, int, int]:
     """One target pass: (changes, searches, writes, failures)."""
-    target = LdapTarget(settings)
+    target = LdapTarget(target_context(SPEC, settings, None))
     try:
         changes = target.diff(desired, target.observe())
         report = target.apply(changes) if changes else None

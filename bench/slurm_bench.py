@@ -40,6 +40,7 @@ from sup.store.audit import Actor  # noqa: E402
 from sup.store.session import make_engine, make_sessionmaker  # noqa: E402
 from sup.targets.base import Target  # noqa: E402
 from sup.targets.slurm import SlurmTarget  # noqa: E402
+from sup.targets.spec import TargetContext  # noqa: E402
 from sup.users.schemas import UserCreate  # noqa: E402
 from sup.users.service import create_user  # noqa: E402
 from tests.support.slurmdbd import SlurmdbdServer  # noqa: E402
@@ -124,8 +125,8 @@ class Opener:
     def __init__(self) -> None:
         self.target: SlurmTarget | None = None
 
-    def __call__(self, name: str, settings: Settings) -> Target[Any]:
-        self.target = SlurmTarget(settings)
+    def __call__(self, name: str, context: TargetContext[Any]) -> Target[Any]:
+        self.target = SlurmTarget(context)
         return self.target
 
 

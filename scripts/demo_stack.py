@@ -30,7 +30,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from sup.config import LdapSettings  # noqa: E402
+from sup.targets.ldap import LdapSettings  # noqa: E402
 from sup.targets.ldap.sssd_config import render  # noqa: E402
 from tests.support.kubeapi import KubeApiServer, collection  # noqa: E402
 from tests.support.slapd import SlapdServer  # noqa: E402

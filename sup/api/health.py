@@ -10,8 +10,9 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 
-from sup.config import TARGETS, Settings
+from sup.config import Settings
 from sup.store.migrate import current_revision, head_revision
+from sup.targets.registry import TARGET_NAMES
 
 router = APIRouter(tags=["health"])
 
@@ -36,7 +37,7 @@ def readyz(request: Request) -> JSONResponse:
     except SQLAlchemyError as exc:
         database = {"state": "unreachable", "error": type(exc).__name__}
         ready = False
-    targets = {t: ("configured" if settings.target_enabled(t) else "disabled") for t in TARGETS}
+    targets = {t: ("configured" if settings.target_enabled(t) else "disabled") for t in TARGET_NAMES}
     sources = {"keycloak": "configured" if settings.keycloak is not None else "disabled"}
     body = {
         "status": "ready" if ready else "not_ready",

@@ -9,13 +9,13 @@ from contextlib import contextmanager
 import typer
 
 from sup.cli.common import Exit, context, err, fail, out, print_json
-from sup.config import TARGETS
 from sup.reconcile.planner import run_pass
 from sup.reconcile.render import pass_json, print_plan
 from sup.store.locks import LockTimeout, exclusive
 from sup.store.session import make_sessionmaker
+from sup.targets.registry import TARGET_NAMES
 
-TARGET_HELP = f"only this target ({', '.join(TARGETS)}); repeat for several"
+TARGET_HELP = f"only this target ({', '.join(TARGET_NAMES)}); repeat for several"
 
 
 def plan(
@@ -48,7 +48,7 @@ def _progress(wanted: bool) -> Iterator[Callable[[str], None] | None]:
         return
     from sup.cli.transfer import progress_bar
 
-    steps = 1 + len(TARGETS)
+    steps = 1 + len(TARGET_NAMES)
     with progress_bar() as bar:
         task = bar.add_task("reconcile", total=steps)
         started = False

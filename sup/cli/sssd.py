@@ -29,10 +29,10 @@ def sssd_config(
     ),
 ) -> None:
     """Print the sssd.conf that makes nodes read what the LDAP target writes (nss, pam, ssh, sudo)."""
-    from sup.targets.ldap.sssd_config import SssdConfigError, render
+    from sup.targets.ldap import SPEC, SssdConfigError, render_sssd_config
 
     cli = context()
-    ldap = cli.settings.ldap
+    ldap = cli.settings.target_settings(SPEC)
     if ldap is None:
         fail(
             "the ldap target is not configured (SUP_LDAP__URL, ...): nothing to point sssd at", Exit.NOT_READY
@@ -47,7 +47,7 @@ def sssd_config(
     if password is not None and bind_dn is None:
         fail("--bind-password-file needs --bind-dn", Exit.USAGE)
     try:
-        config = render(
+        config = render_sssd_config(
             ldap, domain=domain, template=text, bind_dn=bind_dn, bind_password=password, options=option or []
         )
     except SssdConfigError as exc:

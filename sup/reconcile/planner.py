@@ -15,29 +15,22 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import Connection, Engine, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from sup.config import TARGETS, Settings
+from sup.config import Settings
 from sup.domain.desired import DesiredState, Policy, derive
 from sup.domain.guards import mass_change
 from sup.reconcile import metrics
 from sup.reconcile.status import record_statuses
+from sup.reconcile.targets import TargetOpener, target_context
 from sup.store import outbox
 from sup.store.models import TargetStatus
 from sup.store.session import is_postgresql
 from sup.store.snapshot import load_snapshot
-from sup.targets import open_target
-from sup.targets.base import (
-    DELETE,
-    Change,
-    Failure,
-    ObserveError,
-    Scope,
-    ScopedTarget,
-    Target,
-    TargetError,
-)
+from sup.targets.base import DELETE, Change, Failure, ObserveError, Scope, TargetError
+from sup.targets.registry import SPECS
+from sup.targets.spec import TargetSpec
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +42,7 @@ APPLIED = "applied"
 PARTIAL = "partial"
 ERROR = "error"
 
-TargetOpener = Callable[[str, Settings], Target[Any]]
+__all__ = ["Pass", "TargetOpener", "TargetPass", "plan_from_session", "run_pass"]
 
 
 @dataclass
@@ -102,13 +95,14 @@ def desired_state(sessions: sessionmaker[Session], settings: Settings) -> Desire
         return derive(load_snapshot(session), policy_of(settings))
 
 
-def _selected(only: Sequence[str] | None) -> list[str]:
+def _selected(specs: Sequence[TargetSpec[Any]], only: Sequence[str] | None) -> list[TargetSpec[Any]]:
     if not only:
-        return list(TARGETS)
-    unknown = [t for t in only if t not in TARGETS]
+        return list(specs)
+    names = [spec.name for spec in specs]
+    unknown = [t for t in only if t not in names]
     if unknown:
-        raise ValueError(f"unknown target(s) {', '.join(unknown)}; targets are {', '.join(TARGETS)}")
-    return [t for t in TARGETS if t in only]
+        raise ValueError(f"unknown target(s) {', '.join(unknown)}; targets are {', '.join(names)}")
+    return [spec for spec in specs if spec.name in only]
 
 
 def run_pass(
@@ -118,9 +112,10 @@ def run_pass(
     only: Sequence[str] | None = None,
     apply: bool = False,
     force: bool = False,
-    opener: TargetOpener = open_target,
+    opener: TargetOpener | None = None,
     scoped: bool = False,
     progress: Callable[[str], None] | None = None,
+    specs: Sequence[TargetSpec[Any]] = SPECS,
 ) -> Pass:
     """Plan (and with `apply`, reconcile) every selected target against the store. `progress` is
     told each step as it starts ("store", then each target's name; the targets run side by side),
@@ -129,27 +124,39 @@ def run_pass(
     A full reconcile (every target) that ends cleanly also clears the outbox marks it covered: those
     read before the store snapshot, unless re-marked since.
 
-    `scoped` (the reconciler's passes after writes): a target that can (base.ScopedTarget) reads and
-    plans only the users and groups the outbox marks name, at most `MAX_SCOPED_USERS` users; the
-    others read everything, as every scheduled pass does. Its latency then does not grow with the
-    number of users it holds.
+    `scoped` (the reconciler's passes after writes): a target whose spec can scope reads and plans
+    only the users and groups the outbox marks name, at most `MAX_SCOPED_USERS` users; the others
+    read everything, as every scheduled pass does. Its latency then does not grow with the number of
+    users it holds.
+
+    `specs` are the targets there are (the registry's; tests pass a fake one); `opener`, if given,
+    opens each target from its context instead of its spec's factory.
     """
-    selected = _selected(only)
+    selected = _selected(specs, only)
     with sessions() as session:
-        marks = outbox.pending(session) if apply and len(selected) == len(TARGETS) else []
+        marks = outbox.pending(session) if apply and len(selected) == len(specs) else []
     scope = scope_of(marks) if scoped else None
     step = progress or (lambda _: None)
     step("store")
-    enabled = [name for name in selected if settings.target_enabled(name)]
+    enabled = [spec for spec in selected if settings.target_enabled(spec.name)]
     # No target to read: the store need not be either (an API-only deployment's passes cost nothing).
     desired = desired_state(sessions, settings) if enabled else DesiredState()
-    baselines = {name: _active_on_target(sessions, name) if apply else frozenset() for name in enabled}
+    baselines = {s.name: _active_on_target(sessions, s.name) if apply else frozenset() for s in enabled}
+    engine = _engine_of(sessions)
 
-    def one(name: str) -> TargetPass:
-        step(name)
+    def one(spec: TargetSpec[Any]) -> TargetPass:
+        step(spec.name)
         started = time.perf_counter()
         result = _one_target(
-            name, settings, desired, baselines[name], opener, apply=apply, force=force, scope=scope
+            spec,
+            settings,
+            engine,
+            desired,
+            baselines[spec.name],
+            opener,
+            apply=apply,
+            force=force,
+            scope=scope,
         )
         _count(result, time.perf_counter() - started, apply)
         return result
@@ -158,9 +165,9 @@ def run_pass(
     # server), so they run side by side: a pass takes about as long as its slowest target, not the sum.
     # The store is read before and written after, from this thread only.
     with ThreadPoolExecutor(max_workers=max(1, len(enabled)), thread_name_prefix="target") as pool:
-        done_by_name = dict(zip(enabled, pool.map(one, enabled), strict=True))
+        done_by_name = dict(zip([s.name for s in enabled], pool.map(one, enabled), strict=True))
     results = []
-    for name in selected:
+    for name in (spec.name for spec in selected):
         if name not in done_by_name:
             results.append(TargetPass(name, DISABLED))
             continue
@@ -225,47 +232,65 @@ def _count(result: TargetPass, seconds: float, apply: bool) -> None:
         metrics.LAST_SUCCESS.labels(result.target).set_to_current_time()
 
 
-def plan_from_session(settings: Settings, session: Session, *, opener: TargetOpener = open_target) -> Pass:
+def plan_from_session(
+    settings: Settings,
+    session: Session,
+    *,
+    opener: TargetOpener | None = None,
+    specs: Sequence[TargetSpec[Any]] = SPECS,
+) -> Pass:
     """Plan every enabled target against the store as `session` sees it, uncommitted changes
     included (`sup import --dry-run --plan` shows the plan an import would lead to)."""
     desired = derive(load_snapshot(session), policy_of(settings))
+    bind = session.get_bind()
+    engine = bind if isinstance(bind, Engine) else bind.engine
     return Pass(
         [
-            _one_target(name, settings, desired, frozenset(), opener, apply=False, force=False)
-            if settings.target_enabled(name)
-            else TargetPass(name, DISABLED)
-            for name in TARGETS
+            _one_target(spec, settings, engine, desired, frozenset(), opener, apply=False, force=False)
+            if settings.target_enabled(spec.name)
+            else TargetPass(spec.name, DISABLED)
+            for spec in specs
         ]
     )
 
 
+def _engine_of(sessions: sessionmaker[Session]) -> Engine | None:
+    """The engine the sessions are bound to: the targets' writer locks live in that store."""
+    bind = sessions.kw.get("bind")
+    if isinstance(bind, Engine):
+        return bind
+    return bind.engine if isinstance(bind, Connection) else None
+
+
 def _one_target(
-    name: str,
+    spec: TargetSpec[Any],
     settings: Settings,
+    engine: Engine | None,
     desired: DesiredState,
     baseline: frozenset[str],
-    opener: TargetOpener,
+    opener: TargetOpener | None,
     *,
     apply: bool,
     force: bool,
     scope: Scope | None = None,
 ) -> TargetPass:
+    name = spec.name
     try:
-        target = opener(name, settings)
+        context = target_context(spec, settings, engine)
+        target = spec.open(context) if opener is None else opener(name, context)
     except TargetError as exc:
         return TargetPass(name, ERROR, error=str(exc))
     except Exception as exc:  # e.g. the server is down or refuses the bind
         log.exception("cannot open target %s", name)
         return TargetPass(name, ERROR, error=f"cannot connect: {type(exc).__name__}: {exc}")
     try:
-        if scope is not None and isinstance(target, ScopedTarget) and target.can_scope(scope, desired):
-            observed_scope = target.observe_scoped(scope)
-            changes = target.diff_scoped(desired, observed_scope, scope)
-            result = TargetPass(name, PLANNED, changes=changes, scoped=True)
-        else:
-            observed = target.observe()
-            changes = target.diff(desired, observed)
-            result = TargetPass(name, PLANNED, changes=changes)
+        if scope is not None and (
+            spec.can_scope is None or not spec.can_scope(context.settings, scope, desired)
+        ):
+            scope = None
+        observed = target.observe(scope)
+        changes = target.diff(desired, observed, scope)
+        result = TargetPass(name, PLANNED, changes=changes, scoped=scope is not None)
         if not apply or not changes:
             return result
         deletions = sum(1 for c in changes if c.action == DELETE)

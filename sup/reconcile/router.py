@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from fastapi import APIRouter, Query
 from fastapi.concurrency import run_in_threadpool
@@ -15,9 +15,14 @@ from sup.errors import Conflict
 from sup.reconcile.planner import run_pass
 from sup.reconcile.render import pass_json
 from sup.store.locks import LockTimeout, exclusive
+from sup.targets.registry import TARGET_NAMES
 
 router = APIRouter(prefix=API_PREFIX, tags=["reconcile"])
-TargetName = Literal["ldap", "slurm", "kube"]
+# The registered targets' names, an enum in the OpenAPI schema (a Literal built from the registry).
+if TYPE_CHECKING:
+    TargetName = str
+else:
+    TargetName = Literal[TARGET_NAMES]
 
 
 @router.get("/plan", summary="The changes a reconcile would make (changes nothing)")

@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,7 +36,8 @@ from sup.reconcile.planner import Pass, TargetOpener, run_pass
 from sup.store.locks import LockTimeout, exclusive
 from sup.store.models import OutboxMark, utcnow
 from sup.store.session import make_sessionmaker
-from sup.targets import open_target
+from sup.targets.registry import SPECS
+from sup.targets.spec import TargetSpec
 
 log = logging.getLogger(__name__)
 
@@ -59,10 +61,17 @@ class WorkerState:
 
 
 class Reconciler:
-    def __init__(self, settings: Settings, engine: Engine, opener: TargetOpener = open_target) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        engine: Engine,
+        opener: TargetOpener | None = None,
+        specs: Sequence[TargetSpec[Any]] = SPECS,
+    ) -> None:
         self.settings = settings
         self.engine = engine
         self.opener = opener
+        self.specs = specs
         self.sessions: sessionmaker[Session] = make_sessionmaker(engine)
         self.lease = Lease(engine)
         self.state = WorkerState()
@@ -166,6 +175,7 @@ class Reconciler:
                     self.sessions,
                     apply=True,
                     opener=self.opener,
+                    specs=self.specs,
                     scoped=trigger == "outbox",  # after writes: what they named; else everything
                 )
         except LockTimeout:

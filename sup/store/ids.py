@@ -18,7 +18,7 @@ from typing import Literal
 from sqlalchemy import insert, select
 from sqlalchemy.orm import Session
 
-from sup.config import FORBIDDEN_IDS, IdRange
+from sup.domain.ids import FORBIDDEN_IDS, IdRange
 from sup.errors import Conflict, FieldError, InvalidInput
 from sup.store.models import IdAllocation, IdCounter, utcnow
 

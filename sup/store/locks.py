@@ -8,7 +8,6 @@ process dies. In-memory SQLite: a process-local lock.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import threading
 import time
@@ -18,12 +17,12 @@ from pathlib import Path
 
 from sqlalchemy import Engine, text
 
+from sup.common.locks import LockTimeout, file_lock
+
+__all__ = ["LockTimeout", "exclusive", "file_lock", "lock_key"]
+
 _local_locks: dict[str, threading.Lock] = {}
 _local_guard = threading.Lock()
-
-
-class LockTimeout(Exception):
-    """Somebody else holds the lock and did not let go in time."""
 
 
 def lock_key(name: str) -> int:
@@ -62,24 +61,3 @@ def exclusive(engine: Engine, name: str, timeout: float = 0.0, poll: float = 0.2
         return
     with file_lock(Path(f"{database}.{name}.lock"), timeout, poll, f"lock {name!r}"):
         yield
-
-
-@contextmanager
-def file_lock(path: Path, timeout: float, poll: float = 0.1, what: str = "the lock") -> Iterator[None]:
-    """An exclusive flock on `path` (created if needed). flock locks belong to the open file, so
-    this excludes other threads of this process as well as other processes; the kernel drops it
-    when its holder dies. Raises LockTimeout after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    with path.open("a") as handle:
-        while True:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    raise LockTimeout(f"{what} is held by another SUP process or thread") from None
-                time.sleep(poll)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)

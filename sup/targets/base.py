@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Generic, Protocol, TypeVar, runtime_checkable
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from sup.domain.desired import DesiredState
 
@@ -69,8 +69,8 @@ class ApplyReport:
 @dataclass(frozen=True)
 class Scope:
     """What the outbox named since the last pass: the users and groups a pass triggered by writes must
-    look at. A target that can read and plan just these (`can_scope`, `observe_scoped`,
-    `diff_scoped`) does so; the others, and every scheduled pass, read everything."""
+    look at. A target whose spec can scope reads and plans just these (`observe(scope)`,
+    `diff(..., scope)`); the others, and every scheduled pass, read everything."""
 
     users: frozenset[str]
     groups: frozenset[str]
@@ -88,23 +88,20 @@ ObservedT = TypeVar("ObservedT")
 
 
 class Target(Protocol, Generic[ObservedT]):
+    """A target, opened from its spec (sup/targets/spec.py) with a TargetContext.
+
+    `scope` is given only when the spec's `can_scope` said yes for this pass: then `observe` reads
+    and `diff` plans the scope's users and groups only, and must not delete anything outside it.
+    """
+
     name: ClassVar[str]
 
-    def observe(self) -> ObservedT: ...
+    def observe(self, scope: Scope | None = None) -> ObservedT: ...
 
-    def diff(self, desired: DesiredState, observed: ObservedT) -> list[Change]: ...
+    def diff(
+        self, desired: DesiredState, observed: ObservedT, scope: Scope | None = None
+    ) -> list[Change]: ...
 
     def apply(self, changes: Sequence[Change]) -> ApplyReport: ...
 
     def close(self) -> None: ...
-
-
-@runtime_checkable
-class ScopedTarget(Protocol):
-    """A target that can read and plan only the users and groups of a Scope (see Scope)."""
-
-    def can_scope(self, scope: Scope, desired: DesiredState) -> bool: ...
-
-    def observe_scoped(self, scope: Scope) -> Any: ...
-
-    def diff_scoped(self, desired: DesiredState, observed: Any, scope: Scope) -> list[Change]: ...

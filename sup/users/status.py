@@ -6,14 +6,16 @@ what a row cannot say: a target that is disabled, and a change that waits in the
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 
 from pydantic import BaseModel, Field
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from sup.config import TARGETS, Settings
+from sup.config import Settings
 from sup.store.models import OutboxMark, TargetStatus
+from sup.targets.registry import TARGET_NAMES
 
 DISABLED = "disabled"
 PENDING = "pending"
@@ -34,16 +36,19 @@ class UserStatus(BaseModel):
     targets: list[TargetState]
 
 
-def status_of(session: Session, settings: Settings, username: str) -> UserStatus:
-    """Per target: disabled; pending (a change newer than the target's last verdict waits in the
-    outbox, or no pass has reached the user yet; the last error, if any, is kept); in_sync; or error."""
+def status_of(
+    session: Session, settings: Settings, username: str, *, targets: Sequence[str] = TARGET_NAMES
+) -> UserStatus:
+    """Per target (the registered ones by default): disabled; pending (a change newer than the
+    target's last verdict waits in the outbox, or no pass has reached the user yet; the last error,
+    if any, is kept); in_sync; or error."""
     rows = {
         row.target: row
         for row in session.scalars(select(TargetStatus).where(TargetStatus.username == username))
     }
     mark = session.get(OutboxMark, ("user", username))
     states = []
-    for target in TARGETS:
+    for target in targets:
         row = rows.get(target)
         if not settings.target_enabled(target):
             states.append(TargetState(target=target, state=DISABLED))

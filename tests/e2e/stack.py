@@ -13,8 +13,8 @@ from typing import Any
 import httpx
 import yaml
 
-from sup.config import LdapSettings
 from sup.targets.kube.names import key as object_key
+from sup.targets.ldap import LdapSettings
 from sup.targets.ldap.sssd_config import render
 from tests.support.cli import run_sup, sup_env
 from tests.support.kubeapi import KubeApiServer, collection

@@ -8,9 +8,10 @@ import datetime
 import itertools
 from typing import Any
 
-from sup.config import KubeSettings, Settings
+from sup.config import Settings
 from sup.domain.desired import DesiredGroup, DesiredState, DesiredUser
 from sup.targets.base import Change
+from sup.targets.kube import KubeSettings
 from sup.targets.kube.diff import plan
 from sup.targets.kube.model import KIND_OF, Observed, ObservedObject
 from sup.targets.kube.render import Renderer

@@ -5,7 +5,7 @@ and here: look at the objects."""
 from __future__ import annotations
 
 import datetime
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from sup.config import Settings
 from sup.targets.kube import KubeTarget
+from sup.targets.spec import TargetContext
 from tests.support.kubeapi import Admin, KubeApiServer, collection
 from tests.support.site import TargetSite
 
@@ -35,9 +36,9 @@ class Site(TargetSite[KubeTarget]):
     targets: list[KubeTarget] = field(default_factory=list)
     now: datetime.datetime | None = None  # a fixed clock for retention tests; None: the real one
 
-    def open_target(self, settings: Settings) -> KubeTarget:
+    def open_target(self, context: TargetContext[Any]) -> KubeTarget:
         now = self.now
-        return KubeTarget(settings, now=lambda: now) if now is not None else KubeTarget(settings)
+        return KubeTarget(replace(context, clock=lambda: now) if now is not None else context)
 
     def writes_of(self, target: KubeTarget) -> int:
         return target.client.writes

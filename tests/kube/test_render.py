@@ -12,10 +12,12 @@ import pytest
 import yaml
 
 from sup.config import Settings
+from sup.reconcile.targets import target_context
 from sup.targets.base import TargetError
-from sup.targets.kube import KubeTarget
+from sup.targets.kube import SPEC, KubeSettings, KubeTarget
 from sup.targets.kube.model import Observed
 from sup.targets.kube.render import Renderer, TemplateError, shipped_templates
+from sup.targets.spec import TargetContext
 from tests.kube.plans import settings, state, user
 
 
@@ -93,7 +95,7 @@ def test_the_shipped_templates_are_json_and_yaml_alike() -> None:
 def test_a_broken_template_stops_the_target_naming_it(tmp_path: Path, text: str, message: str) -> None:
     (tmp_path / "service.yaml.j2").write_text(text)
     target = KubeTarget(
-        Settings(kube={"namespace": "research", "templates_dir": str(tmp_path)}), client=_no_client()
+        _context({"namespace": "research", "templates_dir": str(tmp_path)}), client=_no_client()
     )
     with pytest.raises(TargetError) as info:
         target.diff(state(user("kim")), Observed())
@@ -103,7 +105,7 @@ def test_a_broken_template_stops_the_target_naming_it(tmp_path: Path, text: str,
 def test_a_missing_templates_dir_is_refused_at_open(tmp_path: Path) -> None:
     with pytest.raises(TargetError, match="is not a directory"):
         KubeTarget(
-            Settings(kube={"namespace": "research", "templates_dir": str(tmp_path / "nope")}),
+            _context({"namespace": "research", "templates_dir": str(tmp_path / "nope")}),
             client=_no_client(),
         )
     with pytest.raises(TemplateError):
@@ -115,13 +117,17 @@ def test_no_kubeconfig_outside_a_pod_is_a_clear_error(
 ) -> None:
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     with pytest.raises(TargetError, match="SUP_KUBE__KUBECONFIG"):
-        KubeTarget(Settings(kube={"namespace": "research"}))
+        KubeTarget(_context({"namespace": "research"}))
     with pytest.raises(TargetError, match="not a readable file"):
-        KubeTarget(Settings(kube={"namespace": "research", "kubeconfig": str(tmp_path / "missing")}))
+        KubeTarget(_context({"namespace": "research", "kubeconfig": str(tmp_path / "missing")}))
     broken = tmp_path / "kubeconfig"
     broken.write_text("apiVersion: v1\nkind: Config\nclusters: []\n")
     with pytest.raises(TargetError, match="cannot load the Kubernetes configuration"):
-        KubeTarget(Settings(kube={"namespace": "research", "kubeconfig": str(broken)}))
+        KubeTarget(_context({"namespace": "research", "kubeconfig": str(broken)}))
+
+
+def _context(kube: dict[str, Any]) -> TargetContext[KubeSettings]:
+    return target_context(SPEC, Settings(kube=kube), None)
 
 
 def _no_client() -> Any:

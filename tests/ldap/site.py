@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from sup.config import Settings
 from sup.targets.ldap import LdapTarget
+from sup.targets.spec import TargetContext
 from tests.support.site import TargetSite
 from tests.support.slapd import SlapdServer
 
@@ -25,8 +26,8 @@ class Site(TargetSite[LdapTarget]):
     sessions: sessionmaker[Session]
     targets: list[LdapTarget] = field(default_factory=list)
 
-    def open_target(self, settings: Settings) -> LdapTarget:
-        return LdapTarget(settings)
+    def open_target(self, context: TargetContext[Any]) -> LdapTarget:
+        return LdapTarget(context)
 
     def writes_of(self, target: LdapTarget) -> int:
         return target.connection.writes

@@ -14,7 +14,8 @@ from pydantic import ValidationError
 from sup.config import Settings
 from sup.domain.desired import DesiredGroup, DesiredState, DesiredUser
 from sup.groups.schemas import GroupCreate
-from sup.targets.ldap import LdapTarget
+from sup.reconcile.targets import target_context
+from sup.targets.ldap import SPEC, LdapTarget
 from sup.targets.ldap import dn as dnlib
 from sup.targets.ldap.layout import Layout
 from sup.users.schemas import UserCreate
@@ -59,7 +60,7 @@ def test_the_target_refuses_them_too_and_touches_nothing_else(
         groups[f"g{i}"] = DesiredGroup(name, 51000 + i, None, frozenset({"kim"}), False)
     desired = DesiredState(users=users, groups={g.name: g for g in groups.values()})
 
-    target = LdapTarget(site.settings)
+    target = LdapTarget(target_context(SPEC, site.settings, None))
     try:
         changes = target.diff(desired, target.observe())
         refused = {(c.kind, c.name): str(c.details["error"]) for c in changes if c.action == "report"}

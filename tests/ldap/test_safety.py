@@ -10,7 +10,8 @@ from ldap3 import MODIFY_ADD
 
 from sup.groups.service import delete_group
 from sup.reconcile.planner import desired_state
-from sup.targets.ldap import LdapTarget
+from sup.reconcile.targets import target_context
+from sup.targets.ldap import SPEC, LdapTarget
 from tests.conftest import ACTOR
 from tests.ldap.site import Site
 from tests.support.ports import free_port
@@ -163,7 +164,7 @@ def test_a_stale_plan_applies_cleanly(site: Site) -> None:
     site.update_group("physics", members=["kim", "saul"])
     with site.sessions.begin() as session:
         delete_group(session, site.settings, ACTOR, "old")
-    target = LdapTarget(site.settings)
+    target = LdapTarget(target_context(SPEC, site.settings, None))
     try:
         changes = target.diff(desired_state(site.sessions, site.settings), target.observe())
         assert {(c.action, c.name) for c in changes} == {("add_members", "physics"), ("delete", "old")}

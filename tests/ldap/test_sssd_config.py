@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from sup.config import LdapSettings, Settings
+from sup.config import Settings
+from sup.targets.ldap import LdapSettings
 from sup.targets.ldap.sssd_config import SssdConfigError, default_template, render, set_options
 
 

@@ -13,6 +13,7 @@ from sup.config import Settings
 from sup.slurm_accounts.schemas import SlurmAccountCreate, SlurmAccountPatch
 from sup.slurm_accounts.service import create_account, update_account
 from sup.targets.slurm import SlurmTarget
+from sup.targets.spec import TargetContext
 from tests.conftest import ACTOR
 from tests.slurm import helpers as h
 from tests.support.site import TargetSite
@@ -28,8 +29,8 @@ class Site(TargetSite[SlurmTarget]):
     sessions: sessionmaker[Session]
     targets: list[SlurmTarget] = field(default_factory=list)
 
-    def open_target(self, settings: Settings) -> SlurmTarget:
-        return SlurmTarget(settings)
+    def open_target(self, context: TargetContext[Any]) -> SlurmTarget:
+        return SlurmTarget(context)
 
     def writes_of(self, target: SlurmTarget) -> int:
         return target.sacctmgr.writes

@@ -8,7 +8,8 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from sup.config import Settings
 from sup.reconcile.planner import run_pass
-from sup.targets.slurm import SlurmTarget
+from sup.reconcile.targets import target_context
+from sup.targets.slurm import SPEC, SlurmTarget
 from tests.slurm import helpers as h
 from tests.support.slurmdbd import SlurmdbdServer
 
@@ -25,14 +26,14 @@ def test_applying_a_stale_plan_again_is_harmless(
         h.add_user(store, settings, name, "physics")
     h.add_account(store, "phys", group="physics", fairshare=10)
     changes = run_pass(settings, store, only=["slurm"]).changes
-    first = SlurmTarget(settings)
+    first = SlurmTarget(target_context(SPEC, settings, store.kw["bind"]))
     report = first.apply(changes)
     assert (len(report.applied), report.failed) == (len(changes), [])
     assert first.sacctmgr.reads == 0  # every call exited 0: nothing to verify
 
     # The same plan again: every sacctmgr call answers "Nothing new added." (exit 1); the state is
     # read again, shows it all done, and nothing is reported as failed.
-    again = SlurmTarget(settings)
+    again = SlurmTarget(target_context(SPEC, settings, store.kw["bind"]))
     report = again.apply(changes)
     assert (len(report.applied), report.failed) == (len(changes), [])
     assert again.sacctmgr.reads > 0

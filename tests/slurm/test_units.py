@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from sup.config import Settings, SlurmSettings
+from sup.config import Settings
 from sup.domain.desired import DesiredAccount, DesiredGroup, DesiredState, DesiredUser
 from sup.targets.base import Change, ObserveError, TargetError
-from sup.targets.slurm import parse
+from sup.targets.slurm import SlurmSettings, parse
 from sup.targets.slurm.apply import chunks, create_options, operations, set_options, text_options
 from sup.targets.slurm.desired import build
 from sup.targets.slurm.diff import plan

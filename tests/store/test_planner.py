@@ -9,20 +9,18 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from sup.config import Settings
-from sup.reconcile.planner import MAX_SCOPED_USERS, run_pass, scope_of
+from sup.reconcile.planner import MAX_SCOPED_USERS, Pass, run_pass, scope_of
 from sup.store.models import TargetStatus
-from sup.targets.base import Scope, Target, TargetError
+from sup.targets.base import Scope
 from sup.users.schemas import UserCreate
 from sup.users.service import create_user, delete_user
 from tests.conftest import ACTOR
-from tests.support.fake_target import FakeTarget
-
-LDAP = {"url": "ldap://127.0.0.1:1", "bind_dn": "cn=x", "bind_password": "pw", "base_dn": "dc=x"}
+from tests.support.fake_target import FakeSettings, FakeTarget, fake_settings, fake_spec
 
 
 @pytest.fixture
 def configured(database_url: str) -> Settings:
-    return Settings(database_url=database_url, ldap=LDAP, slurm={"cluster": "c"})
+    return FakeSettings(database_url=database_url, fake={})
 
 
 def _users(sessions: sessionmaker[Session], settings: Settings, *names: str) -> None:
@@ -31,19 +29,13 @@ def _users(sessions: sessionmaker[Session], settings: Settings, *names: str) -> 
             create_user(session, settings, ACTOR, UserCreate(username=name))
 
 
-def _opener(targets: dict[str, Any]) -> Any:
-    def open_(name: str, settings: Settings) -> Target[Any]:
-        target = targets.get(name)
-        if target is None:
-            raise TargetError(f"{name} is down")
-        return target  # type: ignore[no-any-return]
-
-    return open_
+def _pass(settings: Settings, sessions: sessionmaker[Session], fake: FakeTarget, **kw: Any) -> Pass:
+    return run_pass(settings, sessions, only=["fake"], specs=[fake_spec(fake)], **kw)
 
 
 def _statuses(sessions: sessionmaker[Session]) -> dict[str, tuple[str, str | None]]:
     with sessions() as session:
-        rows = session.scalars(select(TargetStatus).where(TargetStatus.target == "ldap"))
+        rows = session.scalars(select(TargetStatus).where(TargetStatus.target == "fake"))
         return {r.username: (r.state, r.last_error) for r in rows}
 
 
@@ -52,9 +44,8 @@ def test_plan_changes_nothing_and_reconcile_converges(
 ) -> None:
     _users(sessions, configured, "kim", "saul")
     fake = FakeTarget({"stranger": 12345, "kim": 1})
-    opener = _opener({"ldap": fake})
 
-    planned = run_pass(configured, sessions, only=["ldap"], opener=opener)
+    planned = _pass(configured, sessions, fake)
     assert [(c.action, c.name) for c in planned.changes] == [
         ("update", "kim"),
         ("create", "saul"),
@@ -62,27 +53,29 @@ def test_plan_changes_nothing_and_reconcile_converges(
     ]
     assert fake.writes == 0 and fake.closed
 
-    applied = run_pass(configured, sessions, only=["ldap"], apply=True, opener=opener)
+    applied = _pass(configured, sessions, fake, apply=True)
     assert applied.ok and applied.targets[0].state == "applied"
     assert fake.system == {"kim": 10000, "saul": 10001}
     assert _statuses(sessions) == {"kim": ("in_sync", None), "saul": ("in_sync", None)}
 
     writes = fake.writes
-    again = run_pass(configured, sessions, only=["ldap"], apply=True, opener=opener)
+    again = _pass(configured, sessions, fake, apply=True)
     assert again.changes == [] and fake.writes == writes  # a pass without drift writes nothing
 
 
 def test_disabled_and_failing_targets_do_not_stop_the_others(
-    configured: Settings, sessions: sessionmaker[Session]
+    database_url: str, sessions: sessionmaker[Session]
 ) -> None:
-    _users(sessions, configured, "kim")
+    settings = fake_settings("fake", "down", "off")(database_url=database_url, fake={}, down={})
+    _users(sessions, settings, "kim")
     fake = FakeTarget({})
-    result = run_pass(configured, sessions, apply=True, opener=_opener({"ldap": fake}))
+    specs = [fake_spec(fake), fake_spec(None, "down"), fake_spec(None, "off")]
+    result = run_pass(settings, sessions, apply=True, specs=specs)
     states = {t.target: (t.state, t.error) for t in result.targets}
     assert states == {
-        "ldap": ("applied", None),
-        "slurm": ("error", "slurm is down"),
-        "kube": ("disabled", None),
+        "fake": ("applied", None),
+        "down": ("error", "down is down"),
+        "off": ("disabled", None),
     }
     assert fake.system == {"kim": 10000} and not result.ok
 
@@ -92,7 +85,7 @@ def test_partial_read_plans_nothing_and_marks_users_in_error(
 ) -> None:
     _users(sessions, configured, "kim")
     fake = FakeTarget({"stranger": 1}, fail_observe=True)
-    result = run_pass(configured, sessions, only=["ldap"], apply=True, opener=_opener({"ldap": fake}))
+    result = _pass(configured, sessions, fake, apply=True)
     assert result.targets[0].state == "error" and result.changes == []
     assert fake.system == {"stranger": 1}  # nothing deleted on a partial read
     assert _statuses(sessions) == {"kim": ("error", "the fake server returned a partial result")}
@@ -103,35 +96,34 @@ def test_one_failing_user_does_not_stop_the_rest(
 ) -> None:
     _users(sessions, configured, "kim", "saul")
     fake = FakeTarget({}, fail_user="kim")
-    result = run_pass(configured, sessions, only=["ldap"], apply=True, opener=_opener({"ldap": fake}))
+    result = _pass(configured, sessions, fake, apply=True)
     assert result.targets[0].state == "partial"
     assert fake.system == {"saul": 10001}
     assert _statuses(sessions) == {"kim": ("error", "the fake server said no"), "saul": ("in_sync", None)}
 
 
 def test_mass_deletion_is_refused_unless_forced(database_url: str, sessions: sessionmaker[Session]) -> None:
-    settings = Settings(database_url=database_url, ldap=LDAP, reconcile={"max_deletions": 2})
+    settings = FakeSettings(database_url=database_url, fake={}, reconcile={"max_deletions": 2})
     fake = FakeTarget({f"gone{i}": i for i in range(3)})
-    opener = _opener({"ldap": fake})
-    refused = run_pass(settings, sessions, only=["ldap"], apply=True, opener=opener)
+    refused = _pass(settings, sessions, fake, apply=True)
     assert refused.targets[0].state == "refused" and "max_deletions=2" in (refused.targets[0].error or "")
     assert len(fake.system) == 3
     _users(sessions, settings, "kim")
-    held = run_pass(settings, sessions, only=["ldap"], apply=True, opener=opener)
+    held = _pass(settings, sessions, fake, apply=True)
     assert held.targets[0].state == "refused"
     state, error = _statuses(sessions)["kim"]
     assert state == "error" and "max_deletions" in (error or "")  # refused work is not "in sync"
-    forced = run_pass(settings, sessions, only=["ldap"], apply=True, force=True, opener=opener)
+    forced = _pass(settings, sessions, fake, apply=True, force=True)
     assert forced.targets[0].state == "applied" and fake.system == {"kim": 10000}
 
 
 def test_deleted_user_loses_its_status_row(configured: Settings, sessions: sessionmaker[Session]) -> None:
     _users(sessions, configured, "kim")
     fake = FakeTarget({})
-    run_pass(configured, sessions, only=["ldap"], apply=True, opener=_opener({"ldap": fake}))
+    _pass(configured, sessions, fake, apply=True)
     with sessions.begin() as session:
         delete_user(session, ACTOR, "kim")
-    run_pass(configured, sessions, only=["ldap"], apply=True, opener=_opener({"ldap": fake}))
+    _pass(configured, sessions, fake, apply=True)
     assert fake.system == {} and _statuses(sessions) == {}
 
 

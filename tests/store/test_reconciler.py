@@ -21,28 +21,16 @@ from sup.reconcile.worker import Reconciler
 from sup.store.models import TargetStatus, User, utcnow
 from sup.store.outbox import pending
 from sup.store.session import make_engine
-from sup.targets.base import Target, TargetError
 from sup.users.schemas import UserCreate, UserPatch
 from sup.users.service import create_user, update_user
 from sup.users.status import status_of
 from tests.conftest import ACTOR
-from tests.support.fake_target import FakeTarget
-
-LDAP = {"url": "ldap://127.0.0.1:1", "bind_dn": "cn=x,dc=x", "bind_password": "pw", "base_dn": "dc=x"}
+from tests.support.fake_target import FakeSettings, FakeTarget, fake_spec
 
 
 def _settings(database_url: str, **overrides: Any) -> Settings:
     reconcile = {"debounce_seconds": 0.5, "interval_seconds": 60, "max_backoff_seconds": 8, **overrides}
-    return Settings(database_url=database_url, ldap=LDAP, reconcile=reconcile)
-
-
-def _opener(fake: FakeTarget) -> Any:
-    def open_(name: str, settings: Settings) -> Target[Any]:
-        if name != "ldap":
-            raise TargetError(f"{name} not in this test")
-        return fake
-
-    return open_
+    return FakeSettings(database_url=database_url, fake={}, reconcile=reconcile)
 
 
 def _create(sessions: sessionmaker[Session], settings: Settings, name: str, **fields: Any) -> None:
@@ -57,7 +45,7 @@ def fake() -> FakeTarget:
 
 @pytest.fixture
 def worker(database_url: str, engine: Engine, fake: FakeTarget) -> Iterator[Reconciler]:
-    reconciler = Reconciler(_settings(database_url), engine, opener=_opener(fake))
+    reconciler = Reconciler(_settings(database_url), engine, specs=[fake_spec(fake)])
     yield reconciler
     reconciler.lease.release()
 
@@ -134,8 +122,8 @@ def test_suspension_and_reactivation_keep_the_ids(
 def test_grace_period_deletes_suspended_users(
     database_url: str, engine: Engine, sessions: sessionmaker[Session], fake: FakeTarget
 ) -> None:
-    settings = Settings(database_url=database_url, ldap=LDAP, lifecycle={"delete_after_days": 30})
-    worker = Reconciler(settings, engine, opener=_opener(fake))
+    settings = FakeSettings(database_url=database_url, fake={}, lifecycle={"delete_after_days": 30})
+    worker = Reconciler(settings, engine, specs=[fake_spec(fake)])
     _create(sessions, settings, "kim", active=False)
     _create(sessions, settings, "saul", active=False)
     _create(sessions, settings, "howard")
@@ -162,19 +150,19 @@ def test_mass_suspension_is_refused_unless_forced(
     settings = _settings(database_url, max_suspensions=2)
     for i in range(4):
         _create(sessions, settings, f"u{i}")
-    run_pass(settings, sessions, apply=True, only=["ldap"], opener=_opener(fake))
+    run_pass(settings, sessions, apply=True, only=["fake"], specs=[fake_spec(fake)])
     assert all(active for _, active in _statuses(sessions).values())
     with sessions.begin() as session:  # the identity provider suddenly deactivates three people
         for i in range(3):
             update_user(session, settings, ACTOR, f"u{i}", UserPatch(active=False))
-    refused = run_pass(settings, sessions, apply=True, only=["ldap"], opener=_opener(fake))
+    refused = run_pass(settings, sessions, apply=True, only=["fake"], specs=[fake_spec(fake)])
     assert refused.targets[0].state == "refused"
     assert "locks or removes 3 of the 4 users" in (refused.targets[0].error or "")
-    forced = run_pass(settings, sessions, apply=True, only=["ldap"], force=True, opener=_opener(fake))
+    forced = run_pass(settings, sessions, apply=True, only=["fake"], force=True, specs=[fake_spec(fake)])
     assert forced.targets[0].state == "applied"
     assert _statuses(sessions)["u0"] == ("in_sync", False) and _statuses(sessions)["u3"] == ("in_sync", True)
     # Once applied, the locked users are no longer "active on the target": the next pass goes through.
-    assert run_pass(settings, sessions, apply=True, only=["ldap"], opener=_opener(fake)).ok
+    assert run_pass(settings, sessions, apply=True, only=["fake"], specs=[fake_spec(fake)]).ok
 
 
 @pytest.mark.postgres
@@ -215,20 +203,20 @@ def test_sqlite_lease_is_one_process(store_url: str) -> None:
 def test_status_is_pending_until_a_pass_decides(
     worker: Reconciler, sessions: sessionmaker[Session], fake: FakeTarget
 ) -> None:
-    def ldap_state() -> tuple[str, str | None]:
+    def fake_state() -> tuple[str, str | None]:
         with sessions() as session:
-            target = status_of(session, worker.settings, "kim").targets[0]
+            target = status_of(session, worker.settings, "kim", targets=["fake"]).targets[0]
             return target.state, target.last_error
 
     _create(sessions, worker.settings, "kim")
-    assert ldap_state() == ("pending", None)
+    assert fake_state() == ("pending", None)
     fake.fail_observe = True
     worker.tick(now=100.0)
-    assert ldap_state() == ("error", "the fake server returned a partial result")  # mark kept, error shown
+    assert fake_state() == ("error", "the fake server returned a partial result")  # mark kept, error shown
     with sessions.begin() as session:
         update_user(session, worker.settings, ACTOR, "kim", UserPatch(display_name="Kim"))
-    assert ldap_state() == ("pending", "the fake server returned a partial result")
+    assert fake_state() == ("pending", "the fake server returned a partial result")
     fake.fail_observe = False
     worker.tick(now=100.6)
     worker.tick(now=101.2)
-    assert ldap_state() == ("in_sync", None)
+    assert fake_state() == ("in_sync", None)

@@ -1,19 +1,66 @@
 """An in-memory target for planner tests: usernames to uids (and who is locked), with switchable faults.
 
 Only for testing the planner's orchestration; every real target is tested against its real server.
+It is a target of its own, `fake`: `FakeSettings` are SUP's settings with a `fake` section (present:
+enabled), and `fake_spec(target)` is the spec that opens that very target; pass it to run_pass or the
+Reconciler as `specs=[...]`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any, ClassVar
 
+from sup.common.sections import Section
+from sup.config import Settings
 from sup.domain.desired import DesiredState
-from sup.targets.base import CREATE, DELETE, UPDATE, ApplyReport, Change, Failure, ObserveError
+from sup.targets.base import (
+    CREATE,
+    DELETE,
+    UPDATE,
+    ApplyReport,
+    Change,
+    Failure,
+    ObserveError,
+    Scope,
+    TargetError,
+)
+from sup.targets.spec import TargetContext, TargetSpec
+
+
+class FakeSection(Section):
+    """The fake target's settings: none; an empty section (`fake={}`) enables it."""
+
+
+def _not_here(context: TargetContext[FakeSection]) -> Any:
+    return _down("fake")
+
+
+FAKE = TargetSpec(name="fake", settings_model=FakeSection, open=_not_here)
+
+
+def fake_settings(*names: str) -> type[Settings]:
+    """SUP's settings with an (optional) fake section for each of `names`."""
+    return Settings.with_targets([replace(FAKE, name=name) for name in names])
+
+
+FakeSettings = fake_settings("fake")
+
+
+def fake_spec(target: FakeTarget | None, name: str = "fake") -> TargetSpec[FakeSection]:
+    """The fake spec opening `target` (None: a target that is down, TargetError `NAME is down`)."""
+    if target is None:
+        return replace(FAKE, name=name, open=lambda context: _down(name))
+    return replace(FAKE, name=name, open=lambda context: target)
+
+
+def _down(name: str) -> Any:
+    raise TargetError(f"{name} is down")
 
 
 class FakeTarget:
-    name: ClassVar[str] = "ldap"
+    name: ClassVar[str] = "fake"
 
     def __init__(
         self, system: dict[str, int], *, fail_observe: bool = False, fail_user: str | None = None
@@ -25,26 +72,28 @@ class FakeTarget:
         self.writes = 0
         self.closed = False
 
-    def observe(self) -> tuple[dict[str, int], set[str]]:
+    def observe(self, scope: Scope | None = None) -> tuple[dict[str, int], set[str]]:
         if self.fail_observe:
             raise ObserveError("the fake server returned a partial result")
         return dict(self.system), set(self.locked)
 
-    def diff(self, desired: DesiredState, observed: tuple[dict[str, int], set[str]]) -> list[Change]:
+    def diff(
+        self, desired: DesiredState, observed: tuple[dict[str, int], set[str]], scope: Scope | None = None
+    ) -> list[Change]:
         uids, locked = observed
         changes = []
         for name, user in sorted(desired.users.items()):
             if name not in uids:
                 created: dict[str, Any] = {"uid": user.uid_number, "locked": not user.active}
-                changes.append(Change("ldap", CREATE, "user", name, created, subject=name))
+                changes.append(Change(self.name, CREATE, "user", name, created, subject=name))
             elif uids[name] != user.uid_number or (name in locked) == user.active:
                 details: dict[str, Any] = {
                     "uid": {"old": uids[name], "new": user.uid_number},
                     "locked": {"old": name in locked, "new": not user.active},
                 }
-                changes.append(Change("ldap", UPDATE, "user", name, details, subject=name))
+                changes.append(Change(self.name, UPDATE, "user", name, details, subject=name))
         for name in sorted(set(uids) - set(desired.users)):
-            changes.append(Change("ldap", DELETE, "user", name, subject=name))
+            changes.append(Change(self.name, DELETE, "user", name, subject=name))
         return changes
 
     def apply(self, changes: Sequence[Change]) -> ApplyReport:

@@ -20,6 +20,7 @@ from sup.config import Settings
 from sup.reconcile.planner import Pass, run_pass
 from sup.store.models import TargetStatus
 from sup.targets.base import Target
+from sup.targets.spec import TargetContext
 from tests.support.cli import sup_env
 from tests.support.store_edits import StoreEdits
 
@@ -37,8 +38,9 @@ class TargetSite(StoreEdits, Generic[T]):
 
     # --- what a target's site supplies ---------------------------------------------------------------
 
-    def open_target(self, settings: Settings) -> T:
-        """A real target of this kind, connected as these settings say."""
+    def open_target(self, context: TargetContext[Any]) -> T:
+        """A real target of this kind, opened with the context the planner built (its settings section,
+        writer lock, clock)."""
         raise NotImplementedError
 
     def writes_of(self, target: T) -> int:
@@ -47,9 +49,9 @@ class TargetSite(StoreEdits, Generic[T]):
 
     # --- passes --------------------------------------------------------------------------------------
 
-    def _open(self, name: str, settings: Settings) -> Target[Any]:
+    def _open(self, name: str, context: TargetContext[Any]) -> Target[Any]:
         assert name == self.target, name
-        target = self.open_target(settings)
+        target = self.open_target(context)
         self.targets.append(target)
         opened: Target[Any] = target  # type: ignore[assignment]  # T is this site's Target class
         return opened

@@ -97,7 +97,7 @@ def test_unknown_key_in_file_is_refused(tmp_path: Path, monkeypatch: pytest.Monk
 )
 def test_policy_validation(overrides: dict[str, object], message: str) -> None:
     with pytest.raises(ValidationError, match=message):
-        Settings(**overrides)  # type: ignore[arg-type]
+        Settings(**overrides)
 
 
 def test_overlap_allowed_when_private_gids_are_allocated() -> None:

@@ -11,18 +11,23 @@ observe.py  label-selected lists of the namespace
 apply.py    server-side apply and deletes, in dependency order
 client.py   the narrow typed client on top of the official one
 values.py   quantities, durations, DNS names, labels, CIDRs (no client import: settings use it)
+settings.py KubeSettings (settings key `kube`); spec.py SPEC (what the registry lists, can_scope)
 
-KubeTarget is imported lazily, so validating settings (values.py) does not load the client.
+Public surface: SPEC, KubeSettings, KubeTarget. KubeTarget is imported lazily, so validating
+settings (values.py) does not load the client.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from sup.targets.kube.settings import KubeSettings
+from sup.targets.kube.spec import SPEC
+
 if TYPE_CHECKING:
     from sup.targets.kube.target import KubeTarget
 
-__all__ = ["KubeTarget"]
+__all__ = ["SPEC", "KubeSettings", "KubeTarget"]
 
 
 def __getattr__(name: str) -> Any:

@@ -21,9 +21,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
-from sup.config import KubeSettings
 from sup.targets.base import TargetError
 from sup.targets.kube.model import NETWORK_POLICY, PVC, SERVICE, WORKLOAD
+from sup.targets.kube.settings import KubeSettings
 
 APPLY_PATCH = "application/apply-patch+yaml"
 # The metadata of each object only (name, labels, annotations, managedFields): enough to know which

@@ -25,7 +25,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from sup.config import KubeSettings
 from sup.domain.desired import DesiredState, DesiredUser
 from sup.targets.base import CREATE, DELETE, REPORT, UPDATE, Change
 from sup.targets.kube import names
@@ -44,6 +43,7 @@ from sup.targets.kube.model import (
     user_object_keys,
 )
 from sup.targets.kube.render import Renderer
+from sup.targets.kube.settings import KubeSettings
 from sup.targets.kube.values import InvalidValue, parse_quantity, parse_retention
 
 TARGET = "kube"

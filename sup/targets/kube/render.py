@@ -22,10 +22,10 @@ from typing import Any
 import jinja2
 import yaml
 
-from sup.config import KubeSettings
 from sup.domain.desired import DesiredGroup, DesiredUser
 from sup.targets.kube import names
 from sup.targets.kube.model import NETWORK_POLICY, PVC, SERVICE, WORKLOAD, Manifest, Wanted
+from sup.targets.kube.settings import KubeSettings
 from sup.targets.kube.values import inside
 from sup.targets.templates import templates_dir
 

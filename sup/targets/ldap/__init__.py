@@ -9,9 +9,32 @@ diff.py        wanted vs observed -> Changes (pure)
 apply.py       pipelined writes in dependency order
 connection.py  bind, TLS, paged search, pipelining (ldap3 ASYNC)
 dn.py          DN escaping, parsing and comparison
-sssd_config.py the sssd.conf that reads what SUP writes
+sssd_config.py the sssd.conf that reads what SUP writes (public: render_sssd_config)
+settings.py    LdapSettings (settings key `ldap`); spec.py SPEC, what the registry lists
+adopt.py       `sup import --from-ldap` (the spec's adopt hook)
+
+Public surface (what code outside the package may use): SPEC, LdapSettings, LdapTarget,
+render_sssd_config, SssdConfigError. LdapTarget is imported lazily: ldap3 loads when a target opens.
 """
 
-from sup.targets.ldap.target import LdapTarget
+from __future__ import annotations
 
-__all__ = ["LdapTarget"]
+from typing import TYPE_CHECKING, Any
+
+from sup.targets.ldap.settings import LdapSettings
+from sup.targets.ldap.spec import SPEC
+from sup.targets.ldap.sssd_config import SssdConfigError
+from sup.targets.ldap.sssd_config import render as render_sssd_config
+
+if TYPE_CHECKING:
+    from sup.targets.ldap.target import LdapTarget
+
+__all__ = ["SPEC", "LdapSettings", "LdapTarget", "SssdConfigError", "render_sssd_config"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "LdapTarget":
+        from sup.targets.ldap.target import LdapTarget
+
+        return LdapTarget
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -37,9 +37,9 @@ from ldap3 import (
 from ldap3.core.exceptions import LDAPException
 from ldap3.operation.unbind import unbind_operation
 
-from sup.config import LdapSettings
 from sup.targets.base import ObserveError, TargetError
 from sup.targets.ldap.model import ObservedEntry
+from sup.targets.ldap.settings import LdapSettings
 
 PAGED_RESULTS = "1.2.840.113556.1.4.319"
 # Not in an RFC but offered by AD and 389-ds (not by OpenLDAP 2.5): a modify that adds a value

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sup.config import LdapSettings
 from sup.targets.ldap import dn as dnlib
+from sup.targets.ldap.settings import LdapSettings
 
 RFC2307BIS = "rfc2307bis"
 RFC2307 = "rfc2307"

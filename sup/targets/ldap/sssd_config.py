@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from string import Template
 
-from sup.config import LdapSettings
 from sup.targets.ldap.layout import Layout
+from sup.targets.ldap.settings import LdapSettings
 from sup.targets.templates import templates_dir
 
 _KEY = re.compile(r"^[a-z_][a-z0-9_]*$")

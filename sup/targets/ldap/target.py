@@ -5,36 +5,36 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar
 
-from sup.config import Settings
 from sup.domain.desired import DesiredState
-from sup.targets.base import ApplyReport, Change, TargetError
+from sup.targets.base import ApplyReport, Change, Scope
 from sup.targets.ldap.apply import apply_changes
 from sup.targets.ldap.connection import LdapConnection
 from sup.targets.ldap.diff import plan
 from sup.targets.ldap.layout import Layout
 from sup.targets.ldap.model import Observed
 from sup.targets.ldap.observe import observe
+from sup.targets.ldap.settings import LdapSettings
+from sup.targets.spec import TargetContext
 
 
 class LdapTarget:
     """Users, groups and sudo rules in the directory sssd reads, exactly as the store says.
 
-    Opening it binds (and fails with TargetError, saying why, if it cannot). `diff` is pure.
+    Opening it binds (and fails with TargetError, saying why, if it cannot). `diff` is pure. It
+    always reads the whole of its OUs (its spec cannot scope).
     """
 
     name: ClassVar[str] = "ldap"
 
-    def __init__(self, settings: Settings) -> None:
-        if settings.ldap is None:
-            raise TargetError("the ldap target is not configured (settings key `ldap`)")
-        self.settings = settings.ldap
-        self.layout = Layout.from_settings(settings.ldap)
-        self.connection = LdapConnection(settings.ldap)
+    def __init__(self, context: TargetContext[LdapSettings]) -> None:
+        self.settings = context.settings
+        self.layout = Layout.from_settings(self.settings)
+        self.connection = LdapConnection(self.settings)
 
-    def observe(self) -> Observed:
+    def observe(self, scope: Scope | None = None) -> Observed:
         return observe(self.connection, self.layout)
 
-    def diff(self, desired: DesiredState, observed: Observed) -> list[Change]:
+    def diff(self, desired: DesiredState, observed: Observed, scope: Scope | None = None) -> list[Change]:
         return plan(desired, observed, self.layout)
 
     def apply(self, changes: Sequence[Change]) -> ApplyReport:

@@ -15,10 +15,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from sup.config import SlurmSettings
 from sup.domain.desired import DesiredAccount, DesiredState
 from sup.domain.slurm import ROOT_ACCOUNT
 from sup.targets.slurm.model import DEFAULT_FAIRSHARE, LIMIT_KEYS, tres_text
+from sup.targets.slurm.settings import SlurmSettings
 
 ADMIN_LEVELS = ("None", "Operator", "Administrator")  # lowest first
 ROOT_USER = "root"

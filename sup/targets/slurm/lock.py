@@ -5,8 +5,9 @@ Two locks, taken in this order and held for a whole apply (writes and the re-rea
 1. a host-local flock on `lock_dir/slurmdbd-<host>-<port>.lock`: excludes every thread (each opens
    the file itself, and flock locks belong to the open file) and process on this host, whatever
    store it uses;
-2. the store's named lock `slurmdbd:<host>:<port>` (sup/store/locks.py): a PostgreSQL advisory lock
-   excludes SUP replicas on other hosts; on SQLite it is a second flock.
+2. the framework's named writer lock `slurmdbd:<host>:<port>` (TargetContext.lock, backed by the
+   store's named lock): a PostgreSQL advisory lock excludes SUP replicas on other hosts; on SQLite it
+   is a second flock.
 A process that dies releases both (the kernel drops its flocks, PostgreSQL its session).
 """
 
@@ -19,10 +20,9 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
-from sqlalchemy import Engine
-
-from sup.store.locks import LockTimeout, exclusive, file_lock
+from sup.common.locks import LockTimeout, file_lock
 from sup.targets.base import TargetError
+from sup.targets.spec import LockFactory
 
 DEFAULT_DBD_PORT = 6819
 
@@ -76,16 +76,13 @@ def host_lock(directory: str, address: str, timeout: float, poll: float = 0.1) -
 
 
 @contextmanager
-def writer_lock(engine: Engine | None, directory: str, address: str, timeout: float) -> Iterator[None]:
+def writer_lock(lock: LockFactory, directory: str, address: str, timeout: float) -> Iterator[None]:
     """Both locks for `address`; TargetError if either is not free within `timeout` seconds."""
     started = time.monotonic()
     with host_lock(directory, address, timeout):
-        if engine is None:
-            yield
-            return
         remaining = max(0.0, timeout - (time.monotonic() - started))
         try:
-            with exclusive(engine, f"slurmdbd:{address}", timeout=remaining):
+            with lock(f"slurmdbd:{address}", remaining):
                 yield
         except LockTimeout as exc:
             raise TargetError(f"another SUP replica is writing to slurmdbd {address}: {exc}") from exc

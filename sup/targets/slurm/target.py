@@ -6,12 +6,8 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import ClassVar
 
-from sqlalchemy import Engine
-
-from sup.config import Settings, SlurmSettings
 from sup.domain.desired import DesiredState
-from sup.store.session import make_engine
-from sup.targets.base import REPORT, ApplyReport, Change, ObserveError, TargetError
+from sup.targets.base import REPORT, ApplyReport, Change, ObserveError, Scope
 from sup.targets.slurm import parse
 from sup.targets.slurm.apply import Applier
 from sup.targets.slurm.desired import build
@@ -19,25 +15,28 @@ from sup.targets.slurm.diff import plan
 from sup.targets.slurm.lock import slurmdbd_address, writer_lock
 from sup.targets.slurm.model import ClusterState, Observed
 from sup.targets.slurm.sacctmgr import Sacctmgr
+from sup.targets.slurm.settings import SlurmSettings
+from sup.targets.spec import TargetContext
 
 
 class SlurmTarget:
-    """Slurm accounts, users, associations, coordinators and admin levels, through sacctmgr."""
+    """Slurm accounts, users, associations, coordinators and admin levels, through sacctmgr.
+
+    It always reads everything (its spec cannot scope): one `sacctmgr show` per kind is as cheap as
+    a few.
+    """
 
     name: ClassVar[str] = "slurm"
 
-    def __init__(self, settings: Settings, *, sacctmgr: Sacctmgr | None = None) -> None:
-        if settings.slurm is None:
-            raise TargetError("the slurm target is not configured (settings section slurm)")
-        self.settings = settings
-        self.config: SlurmSettings = settings.slurm
+    def __init__(self, context: TargetContext[SlurmSettings], *, sacctmgr: Sacctmgr | None = None) -> None:
+        self.context = context
+        self.config: SlurmSettings = context.settings
         self.sacctmgr = sacctmgr or Sacctmgr(self.config.sacctmgr, self.config.command_timeout)
         self.address = slurmdbd_address(self.config.slurmdbd, self.sacctmgr.env)
-        self._engine: Engine | None = None
 
     # --- observe -----------------------------------------------------------------------------------
 
-    def observe(self) -> Observed:
+    def observe(self, scope: Scope | None = None) -> Observed:
         """Bulk reads, run side by side (reads are safe in parallel; each is mostly waiting on
         slurmdbd round trips): the registered clusters, the accounts with their coordinators, and
         per cluster its associations and its users (default account there, AdminLevel). Any failed
@@ -79,7 +78,7 @@ class SlurmTarget:
 
     # --- diff --------------------------------------------------------------------------------------
 
-    def diff(self, desired: DesiredState, observed: Observed) -> list[Change]:
+    def diff(self, desired: DesiredState, observed: Observed, scope: Scope | None = None) -> list[Change]:
         return plan(build(desired, self.config), observed)
 
     # --- apply -------------------------------------------------------------------------------------
@@ -88,20 +87,8 @@ class SlurmTarget:
         if all(change.action == REPORT for change in changes):
             return ApplyReport()
         applier = Applier(self.sacctmgr, self.config.chunk_size, self.observe)
-        with writer_lock(self._store_engine(), self.config.lock_dir, self.address, self.config.lock_timeout):
+        with writer_lock(self.context.lock, self.config.lock_dir, self.address, self.config.lock_timeout):
             return applier.run(changes)
 
-    def _store_engine(self) -> Engine:
-        """The store's engine, for the cross-replica lock (the planner does not hand us one)."""
-        if self._engine is None:
-            self._engine = (
-                make_engine(self.settings.database_url, pool_size=1, max_overflow=1)
-                if self.settings.database_url.startswith("postgresql")
-                else make_engine(self.settings.database_url)
-            )
-        return self._engine
-
     def close(self) -> None:
-        if self._engine is not None:
-            self._engine.dispose()
-            self._engine = None
+        pass

@@ -1,0 +1,52 @@
+"""Settings and policy, one module per seam:
+
+settings.py   Settings (every section, plus one per registered target) and load_settings
+ids.py        IdPolicy (`ids`); the ranges themselves are domain values (sup/domain/ids.py)
+accounts.py   AccountPolicy (`accounts`), AccessPolicy (`access`)
+api.py        ApiSettings, RateLimit (`api`), LogSettings (`log`), OidcSettings (`oidc`),
+              ScimSettings (`scim`)
+sources.py    KeycloakSettings (`keycloak`), SourcePolicy (`sources`)
+reconcile.py  ReconcileSettings (`reconcile`), LifecycleSettings (`lifecycle`)
+
+The targets' sections live in their packages (sup/targets/<name>/settings.py) and are composed into
+Settings from the registry (sup/targets/registry.py).
+"""
+
+from sup.config.accounts import AccessPolicy, AccountPolicy
+from sup.config.api import (
+    ApiSettings,
+    LogSettings,
+    OidcRole,
+    OidcSettings,
+    RateLimit,
+    ScimRateLimit,
+    ScimSettings,
+)
+from sup.config.ids import IdPolicy
+from sup.config.reconcile import LifecycleSettings, ReconcileSettings
+from sup.config.settings import Settings, SettingsBase, load_settings
+from sup.config.sources import KeycloakSettings, SourcePolicy
+from sup.domain.ids import FORBIDDEN_IDS, MAX_ID, IdRange
+
+__all__ = [
+    "FORBIDDEN_IDS",
+    "MAX_ID",
+    "AccessPolicy",
+    "AccountPolicy",
+    "ApiSettings",
+    "IdPolicy",
+    "IdRange",
+    "KeycloakSettings",
+    "LifecycleSettings",
+    "LogSettings",
+    "OidcRole",
+    "OidcSettings",
+    "RateLimit",
+    "ReconcileSettings",
+    "ScimRateLimit",
+    "ScimSettings",
+    "Settings",
+    "SettingsBase",
+    "SourcePolicy",
+    "load_settings",
+]

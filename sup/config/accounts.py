@@ -1,0 +1,49 @@
+"""Who is provisioned (settings key `access`) and with which POSIX attributes (`accounts`)."""
+
+from __future__ import annotations
+
+from pydantic import Field, field_validator, model_validator
+
+from sup.common.sections import Section
+
+
+class AccountPolicy(Section):
+    """Defaults and limits for POSIX account attributes (settings key `accounts`)."""
+
+    home_template: str = Field("/home/{username}", description="home directory; {username} is replaced")
+    default_shell: str = "/bin/bash"
+    allowed_shells: list[str] = Field(
+        default_factory=lambda: [
+            "/bin/bash", "/usr/bin/bash", "/bin/sh", "/usr/bin/sh", "/bin/zsh", "/usr/bin/zsh",
+            "/bin/tcsh", "/usr/bin/tcsh", "/usr/bin/fish", "/bin/dash", "/usr/bin/dash",
+            "/usr/sbin/nologin", "/sbin/nologin", "/bin/false",
+        ]
+    )  # fmt: skip
+    nologin_shell: str = "/usr/sbin/nologin"
+    extra_reserved_names: list[str] = Field(
+        default_factory=list, description="user and group names refused on top of the built-in list"
+    )
+    max_ssh_keys: int = Field(32, ge=1, le=1000)
+
+    @field_validator("home_template")
+    @classmethod
+    def _home(cls, value: str) -> str:
+        if not value.startswith("/") or "{username}" not in value:
+            raise ValueError("home_template must be an absolute path containing {username}")
+        return value
+
+    @model_validator(mode="after")
+    def _shells(self) -> AccountPolicy:
+        for shell in (self.default_shell, self.nologin_shell):
+            if shell not in self.allowed_shells:
+                raise ValueError(f"shell {shell} must be listed in allowed_shells")
+        return self
+
+
+class AccessPolicy(Section):
+    """Who is provisioned at all (settings key `access`)."""
+
+    groups: list[str] = Field(
+        default_factory=list,
+        description="if set, only members of these groups are provisioned; empty: every active user",
+    )

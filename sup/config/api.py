@@ -1,0 +1,103 @@
+"""The HTTP side: API limits (`api`), logging (`log`), OIDC bearer tokens (`oidc`) and the SCIM
+service provider (`scim`)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from sup.common.sections import Section
+
+
+class RateLimit(Section):
+    """A token bucket per client: `requests_per_second` refill, up to `burst` at once."""
+
+    requests_per_second: float = Field(
+        50.0, gt=0, le=100000, description="sustained rate; Entra ID needs at least 25 per tenant"
+    )
+    burst: int = Field(100, ge=1, le=100000, description="requests allowed at once after a quiet spell")
+
+
+ScimRateLimit = RateLimit  # the name SCIM code knows it by
+
+
+class LogSettings(Section):
+    """How `sup serve` logs (settings key `log`): one JSON object per line, or text, to stderr."""
+
+    format: Literal["json", "text"] = Field(
+        "json", description="json: one object per line with time, level, logger, message, request_id"
+    )
+
+
+class ApiSettings(Section):
+    max_body_bytes: int = Field(1024 * 1024, ge=1024, description="larger request bodies get 413")
+    default_page_size: int = Field(100, ge=1, le=10000)
+    max_page_size: int = Field(1000, ge=1, le=100000)
+    rate_limit: RateLimit = Field(
+        RateLimit(requests_per_second=20, burst=200),
+        description="writes (POST, PUT, PATCH, DELETE) under /api/v1 per bearer token (per client "
+        "address without one); over it: 429 with Retry-After. SCIM has its own, scim.rate_limit",
+    )
+
+
+OidcRole = Literal["admin", "operator", "viewer"]
+
+
+def _default_oidc_roles() -> dict[str, OidcRole]:
+    return {"sup-admin": "admin", "sup-operator": "operator", "sup-viewer": "viewer"}
+
+
+class OidcSettings(Section):
+    """OIDC access tokens on the admin API (settings key `oidc`), e.g. from a Keycloak realm.
+
+    A bearer that is not a SUP token is verified as a JWT: signature by the issuer's JWKS (cached,
+    re-read when a token names an unknown key), `iss`, `aud` and `exp`. Its roles map to SUP roles.
+    """
+
+    issuer: str = Field(description="the `iss` of accepted tokens, e.g. https://id.example.org/realms/hpc")
+    audience: str = Field(description="must be in the token's `aud` (Keycloak: an audience mapper)")
+    jwks_url: str | None = Field(None, description="default: from the issuer's OpenID discovery document")
+    roles: dict[str, OidcRole] = Field(
+        default_factory=_default_oidc_roles,
+        description="token role -> SUP role; the highest one a token holds counts",
+    )
+    role_client: str | None = Field(
+        None, description="read client roles of this client (resource_access); default: realm roles"
+    )
+    username_claim: str = Field("preferred_username", description="claim naming the person in logs")
+    self_service: bool = Field(
+        True, description="people may read /api/v1/me and manage their own keys at /api/v1/me/ssh-keys"
+    )
+    jwks_cache_seconds: int = Field(300, ge=0, description="how long the JWKS is kept before re-reading")
+    leeway_seconds: int = Field(30, ge=0, le=300, description="clock skew allowed on exp/nbf")
+    verify_tls: bool = True
+    ca_file: str | None = None
+
+
+class ScimSettings(Section):
+    """The SCIM 2.0 service provider under /scim/v2 (settings key `scim`); works without settings."""
+
+    cross_connection_writes: bool = Field(
+        False,
+        description="let a SCIM connection (token) change and delete users and groups another source "
+        "created (the admin API, an import, another connection); off: 403",
+    )
+    group_names: Literal["derive", "exact"] = Field(
+        "derive",
+        description="derive: a group's POSIX name comes from its displayName by the `naming` rules "
+        "('HPC Users' -> hpc_users); exact: the displayName must already be a POSIX group name",
+    )
+    rate_limit: ScimRateLimit = ScimRateLimit()
+    default_page_size: int = Field(100, ge=1, le=10000, description="resources per page without `count`")
+    max_results: int = Field(
+        1000, ge=1, le=100000, description="at most this many resources per page (filter.maxResults)"
+    )
+    bulk_max_operations: int = Field(
+        100, ge=0, le=10000, description="operations per /Bulk request; 0 turns /Bulk off"
+    )
+    bulk_max_payload_bytes: int = Field(
+        1024 * 1024,
+        ge=1024,
+        description="largest /Bulk body (bulk.maxPayloadSize); api.max_body_bytes caps it",
+    )

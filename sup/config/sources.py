@@ -1,0 +1,81 @@
+"""The sources: the Keycloak pull (`keycloak`) and which source may take over what another owns
+(`sources`)."""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import Field, SecretStr, field_validator
+
+from sup.common.sections import Section
+from sup.domain import ownership
+
+
+class KeycloakSettings(Section):
+    """The Keycloak source (settings key `keycloak`): SUP pulls users, groups and memberships from a
+    realm with a confidential client's service account (client_credentials). The account needs the
+    realm-management roles view-users, query-users, query-groups (and view-events for `admin_events`).
+    """
+
+    url: str = Field(description="Keycloak's base URL, e.g. https://id.example.org (no /realms/...)")
+    realm: str = Field(min_length=1)
+    client_id: str = Field(min_length=1)
+    client_secret: SecretStr
+    interval_seconds: int = Field(
+        900, ge=0, description="seconds between scheduled full pulls in `sup serve`; 0: only on demand"
+    )
+    admin_events: bool = Field(
+        True,
+        description="between full pulls, read the realm's admin events (USER, GROUP, GROUP_MEMBERSHIP) "
+        "every events_seconds and re-read only what they name; needs admin events on in the realm",
+    )
+    events_seconds: float = Field(30, ge=1, description="seconds between admin-event reads")
+    page_size: int = Field(500, ge=1, le=5000, description="users, groups or members per request")
+    timeout_seconds: int = Field(30, ge=1, le=600, description="per-request timeout")
+    verify_tls: bool = True
+    ca_file: str | None = Field(None, description="CA certificates (PEM) for Keycloak's TLS; default: system")
+    groups_path: str = Field(
+        "/",
+        description="only groups at or below this path are pulled (e.g. /hpc); '/' pulls every group",
+    )
+    group_names: Literal["name", "path"] = Field(
+        "name",
+        description="a group's POSIX name comes from its own name (`name`: /hpc/gpu -> gpu) or from its "
+        "path below groups_path (`path`: /hpc/gpu -> hpc-gpu with groups_path '/'), derived by the "
+        "`naming` rules (lower case, other characters replaced; long names hashed)",
+    )
+    path_separator: Literal["-", "_", "."] = Field("-", description="joins path parts with group_names=path")
+    ssh_key_attribute: str = Field("sshPublicKey", description="user attribute holding OpenSSH keys")
+    uid_attribute: str = Field("uidNumber", description="user attribute with a uid to honour, if any")
+    gid_attribute: str = Field("gidNumber", description="user attribute with the private group's gid")
+    shell_attribute: str = Field("loginShell", description="user attribute with the login shell")
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, value: str) -> str:
+        if not re.fullmatch(r"https?://[^/?#\s]+(/[^?#\s]*)?", value):
+            raise ValueError("must be http(s)://HOST[:PORT][/PATH]")
+        return value.rstrip("/")
+
+    @field_validator("groups_path")
+    @classmethod
+    def _path(cls, value: str) -> str:
+        if not value.startswith("/"):
+            raise ValueError("must start with '/'")
+        return value.rstrip("/") or "/"
+
+
+class SourcePolicy(Section):
+    """Which source may change what another source owns (settings key `sources`)."""
+
+    precedence: list[str] = Field(
+        default_factory=list,
+        description="sources, strongest first (`keycloak`, `scim:NAME` or `scim:*`, `api`, `import`): a "
+        "source may take over a user or group owned by a source listed after it; a source not listed "
+        "never takes over anything (the conflict is reported instead)",
+    )
+
+    def may_take_over(self, taker: str, owner: str) -> bool:
+        """Whether `taker` may rewrite (and so own) what `owner` holds (sup/domain/ownership.py)."""
+        return ownership.may_take_over(self.precedence, taker, owner)

@@ -1,0 +1,36 @@
+"""The Kubernetes target's spec: light to import (the settings model only); a site without Kubernetes
+never loads the Kubernetes client, which is imported when the target is opened."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from sup.domain.desired import DesiredState
+from sup.targets.base import Scope
+from sup.targets.kube.settings import KubeSettings
+from sup.targets.spec import TargetContext, TargetSpec
+
+if TYPE_CHECKING:
+    from sup.targets.kube.target import KubeTarget
+
+
+def _open(context: TargetContext[KubeSettings]) -> KubeTarget:
+    from sup.targets.kube.target import KubeTarget
+
+    return KubeTarget(context)
+
+
+def can_scope(settings: KubeSettings, scope: Scope, desired: DesiredState) -> bool:
+    """Whether a pass may read and plan only the scope's users: not when a group login pod, which
+    mounts its members' homes, depends on what changed (then the whole namespace is read)."""
+    if not settings.group_pods:
+        return True
+    pods = set(settings.group_pods)
+    if scope.groups & pods:
+        return False
+    return not any(scope.users & desired.groups[g].members for g in pods if g in desired.groups)
+
+
+SPEC: TargetSpec[KubeSettings] = TargetSpec(
+    name="kube", settings_model=KubeSettings, open=_open, can_scope=can_scope
+)

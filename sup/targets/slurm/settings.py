@@ -1,0 +1,91 @@
+"""The Slurm target's settings model (settings key `slurm`, env SUP_SLURM__*)."""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from sup.common.sections import Section
+
+_SLURM_NAME = re.compile(r"^[a-z0-9_][a-z0-9_.-]*$")
+AdminLevel = Literal["Operator", "Administrator"]
+
+
+class SlurmSettings(Section):
+    """The Slurm accounting target (settings key `slurm`); see README "Slurm target"."""
+
+    cluster: str = Field(description="the cluster SUP provisions (as registered in slurmdbd)")
+    sacctmgr: str = Field("sacctmgr", description="path of sacctmgr; SLURM_CONF passes through")
+    clusters: list[str] = Field(
+        default_factory=list, description="more clusters of the same slurmdbd, provisioned alike"
+    )
+    ignore_accounts: list[str] = Field(
+        default_factory=list, description="accounts SUP never changes (root always is)"
+    )
+    ignore_users: list[str] = Field(
+        default_factory=list, description="users SUP never changes (root always is)"
+    )
+    admin_groups: dict[str, AdminLevel] = Field(
+        default_factory=dict,
+        description="group -> Slurm AdminLevel of its members; when set, SUP owns its users' AdminLevel",
+    )
+    user_fairshare: int | Literal["parent"] | None = Field(
+        None, description="Fairshare of every user association; None leaves it as Slurm has it"
+    )
+    prune_accounts: bool = Field(
+        False, description="delete accounts below root that SUP does not know (else only report them)"
+    )
+    chunk_size: int = Field(
+        1000, ge=1, le=20000, description="names per sacctmgr call (measured: bench/slurm_bench.py)"
+    )
+    command_timeout: float = Field(900.0, gt=0, description="seconds before a sacctmgr call is abandoned")
+    lock_dir: str = Field(
+        "/run/lock/sup", description="directory of the host-local writer lock (one file per slurmdbd)"
+    )
+    lock_timeout: float = Field(600.0, ge=0, description="seconds to wait for another slurmdbd writer")
+    slurmdbd: str | None = Field(
+        None,
+        description="host:port naming the slurmdbd in lock names; default read from SLURM_CONF's "
+        "AccountingStorageHost/Port",
+    )
+
+    @field_validator("cluster")
+    @classmethod
+    def _cluster(cls, value: str) -> str:
+        return _slurm_name(value, "cluster")
+
+    @field_validator("clusters", "ignore_accounts", "ignore_users")
+    @classmethod
+    def _names(cls, values: list[str]) -> list[str]:
+        for value in values:
+            _slurm_name(value, "name")
+        if len(set(values)) != len(values):
+            raise ValueError("a name is listed twice")
+        return values
+
+    @field_validator("sacctmgr", "lock_dir")
+    @classmethod
+    def _not_empty(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must not be empty")
+        return value
+
+    @model_validator(mode="after")
+    def _no_repeated_cluster(self) -> SlurmSettings:
+        if self.cluster in self.clusters:
+            raise ValueError(f"cluster {self.cluster!r} is also listed in clusters")
+        return self
+
+    def all_clusters(self) -> list[str]:
+        """The effective cluster list: `cluster` first, then `clusters`."""
+        return [self.cluster, *self.clusters]
+
+
+def _slurm_name(value: str, what: str) -> str:
+    if not _SLURM_NAME.match(value):
+        raise ValueError(
+            f"{what} {value!r} is not a valid Slurm name (lower-case letters, digits, '_', '.', '-')"
+        )
+    return value

@@ -1,0 +1,29 @@
+"""The Slurm target's spec: light to import (the settings model only)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from sup.targets.adoption import Adoption
+from sup.targets.slurm.settings import SlurmSettings
+from sup.targets.spec import TargetContext, TargetSpec
+
+if TYPE_CHECKING:
+    from sup.targets.slurm.target import SlurmTarget
+
+
+def _open(context: TargetContext[SlurmSettings]) -> SlurmTarget:
+    from sup.targets.slurm.target import SlurmTarget
+
+    return SlurmTarget(context)
+
+
+def _adopt(context: TargetContext[SlurmSettings], adoption: Adoption) -> None:
+    from sup.targets.slurm.adopt import adopt
+
+    adopt(context, adoption)
+
+
+SPEC: TargetSpec[SlurmSettings] = TargetSpec(
+    name="slurm", settings_model=SlurmSettings, open=_open, adopt=_adopt
+)

@@ -1,0 +1,64 @@
+"""What a target package exports: one `TargetSpec` (its name, settings model, factory and what it can
+do), and the `TargetContext` the framework hands the factory.
+
+A spec module must stay light to import: `sup.config` reads every registered spec to compose the
+settings, so a spec holds the settings model and a factory that imports the heavy modules (ldap3, the
+Kubernetes client) only when the target is opened. sup/targets/registry.py lists the specs.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from pydantic import BaseModel
+
+if TYPE_CHECKING:
+    from sup.domain.desired import DesiredState
+    from sup.targets.adoption import Adoption
+    from sup.targets.base import Scope, Target
+
+S = TypeVar("S", bound=BaseModel)
+
+# lock(name, timeout_seconds): a context manager holding the named writer lock, shared by every SUP
+# process of the same store (other replicas too); raises sup.common.locks.LockTimeout when it is not
+# free within the timeout.
+LockFactory = Callable[[str, float], AbstractContextManager[None]]
+
+
+def _utcnow() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
+
+
+@dataclass(frozen=True)
+class TargetContext(Generic[S]):
+    """What the framework gives a target when it opens it: its settings section, a cross-process
+    writer lock (no target opens the store itself), a clock (injectable in tests) and a logger."""
+
+    settings: S
+    lock: LockFactory
+    clock: Callable[[], datetime.datetime] = _utcnow
+    log: logging.Logger = field(default_factory=lambda: logging.getLogger("sup.targets"))
+
+
+@dataclass(frozen=True)
+class TargetSpec(Generic[S]):
+    """One target, self-described.
+
+    name          the settings key (`SUP_<NAME>__*`, YAML `<name>:`) and the name in plans and statuses
+    settings_model the pydantic model of that section; an absent section disables the target
+    open          the factory: connects (or raises TargetError saying why it cannot)
+    can_scope     (settings, scope, desired) -> whether a pass may read and plan only the scope's users
+                  and groups (`observe(scope)`, `diff(..., scope)`); None: the target always reads all
+    adopt         hook of `sup import --from-<name>`: read the target into an Adoption; None: cannot
+    """
+
+    name: str
+    settings_model: type[S]
+    open: Callable[[TargetContext[S]], Target[Any]]
+    can_scope: Callable[[S, Scope, DesiredState], bool] | None = None
+    adopt: Callable[[TargetContext[S], Adoption], None] | None = None
