@@ -54,6 +54,7 @@ class TargetPass:
     applied: list[Change] = field(default_factory=list)
     failed: list[Failure] = field(default_factory=list)
     scoped: bool = False  # read and planned only the users the outbox named (run_pass `scoped`)
+    terminal: bool = False  # the error cannot go away by retrying, only when the input changes
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -78,6 +79,11 @@ class Pass:
     @property
     def ok(self) -> bool:
         return all(t.state in (DISABLED, PLANNED, APPLIED) for t in self.targets)
+
+    @property
+    def retryable(self) -> bool:
+        """Whether a target failed in a way a retry may fix (not a terminal TargetError)."""
+        return any(t.state not in (DISABLED, PLANNED, APPLIED) and not t.terminal for t in self.targets)
 
 
 def policy_of(settings: Settings) -> Policy:
@@ -279,7 +285,7 @@ def _one_target(
         context = target_context(spec, settings, engine)
         target = spec.open(context) if opener is None else opener(name, context)
     except TargetError as exc:
-        return TargetPass(name, ERROR, error=str(exc))
+        return TargetPass(name, ERROR, error=str(exc), terminal=exc.terminal)
     except Exception as exc:  # e.g. the server is down or refuses the bind
         log.exception("cannot open target %s", name)
         return TargetPass(name, ERROR, error=f"cannot connect: {type(exc).__name__}: {exc}")
@@ -311,7 +317,7 @@ def _one_target(
         result.state = PARTIAL if report.failed else APPLIED
         return result
     except (ObserveError, TargetError) as exc:
-        return TargetPass(name, ERROR, error=str(exc))
+        return TargetPass(name, ERROR, error=str(exc), terminal=exc.terminal)
     except Exception as exc:  # a bug or an unexpected outage must not stop the other targets
         log.exception("target %s failed", name)
         return TargetPass(name, ERROR, error=f"unexpected error: {type(exc).__name__}: {exc}")

@@ -6,7 +6,9 @@ One loop, every `reconcile.poll_seconds`:
 - new work in the outbox (its content changed since the last pass): a pass, once the writes have
   been quiet for `debounce_seconds` so a burst becomes one pass;
 - the last pass failed somewhere and nothing new came in: retry after a backoff that doubles up to
-  `max_backoff_seconds` (a target that is down is not hammered; the others still get new work at once);
+  `max_backoff_seconds` (a target that is down is not hammered; the others still get new work at once),
+  unless every failure was terminal (TargetError(terminal=True): a broken template, a missing
+  kubeconfig), which only new input or the schedule can change;
 - every `interval_seconds`: the lifecycle step (expired suspensions), then a full pass that also
   repairs drift nobody reported.
 Every pass is a level-triggered pass over all targets (see planner.run_pass), so a mark that was
@@ -189,7 +191,7 @@ class Reconciler:
         self._seen, self._changed_at = fingerprint, None
         if trigger == "schedule":
             self._next_full = now + rules.interval_seconds
-        if result.ok:
+        if result.ok or not result.retryable:  # terminal errors wait for new input, not a backoff
             self._failures, self._retry_at = 0, None
         else:
             self._schedule_retry(now)
@@ -198,7 +200,8 @@ class Reconciler:
         self.state.targets = {t.target: {"state": t.state, "error": t.error} for t in result.targets}
         for t in result.targets:
             if t.error:
-                log.warning("reconcile %s: %s: %s", t.target, t.state, t.error)
+                terminal = " (terminal: not retried until the input changes)" if t.terminal else ""
+                log.warning("reconcile %s: %s%s: %s", t.target, t.state, terminal, t.error)
         return result
 
     def _schedule_retry(self, now: float) -> None:

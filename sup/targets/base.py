@@ -1,30 +1,46 @@
 """The one small protocol every target implements, and the Change it speaks in.
 
 A target is level-triggered, like a Kubernetes controller:
-- `observe()` reads the real system in bulk (paged LDAP searches, one `sacctmgr show`, label-selected
-  Kubernetes lists). A read that is partial or failed raises `ObserveError`: deciding on half a
-  picture could delete what exists, so the pass stops for this target instead.
-- `diff(desired, observed)` is pure: the typed Changes that make the observed system match.
+- `observe(scope=None)` reads the real system in bulk (paged LDAP searches, one `sacctmgr show`,
+  label-selected Kubernetes lists), or with a Scope only what it names. A read that is partial or
+  failed raises `ObserveError`: deciding on half a picture could delete what exists, so the pass
+  stops for this target instead.
+- `diff(desired, observed, scope=None)` is pure: the typed Changes that make the observed system match.
 - `apply(changes)` performs them batched, idempotent, ordered (creates before memberships,
   memberships before deletes), and reports per change what happened.
 The same Change objects are printed for review (`sup plan`) and then applied (`sup reconcile`).
+A failure is a TargetError, transient (retried with backoff) unless raised with `terminal=True`.
+Each target package exports a TargetSpec (sup/targets/spec.py) that the registry lists.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from sup.domain.desired import DesiredState
 
-# What a Change does, in the order a target applies them.
-CREATE = "create"
-UPDATE = "update"
-ADD_MEMBERS = "add_members"
-REMOVE_MEMBERS = "remove_members"
-DELETE = "delete"
-REPORT = "report"  # something found that SUP will not change by itself (e.g. a foreign entry)
+
+class ChangeAction(StrEnum):
+    """What a Change does, in the order a target applies them. A `str` enum: JSON and text output
+    show the value (`sup plan --json` prints "create")."""
+
+    CREATE = "create"
+    UPDATE = "update"
+    ADD_MEMBERS = "add_members"
+    REMOVE_MEMBERS = "remove_members"
+    DELETE = "delete"
+    REPORT = "report"  # something found that SUP will not change by itself (e.g. a foreign entry)
+
+
+CREATE = ChangeAction.CREATE
+UPDATE = ChangeAction.UPDATE
+ADD_MEMBERS = ChangeAction.ADD_MEMBERS
+REMOVE_MEMBERS = ChangeAction.REMOVE_MEMBERS
+DELETE = ChangeAction.DELETE
+REPORT = ChangeAction.REPORT
 
 
 @dataclass(frozen=True)
@@ -37,7 +53,7 @@ class Change:
     """
 
     target: str
-    action: str
+    action: ChangeAction
     kind: str
     name: str
     details: Mapping[str, Any] = field(default_factory=dict)
@@ -46,7 +62,7 @@ class Change:
     def as_json(self) -> dict[str, Any]:
         return {
             "target": self.target,
-            "action": self.action,
+            "action": self.action.value,
             "kind": self.kind,
             "name": self.name,
             "subject": self.subject,
@@ -77,11 +93,23 @@ class Scope:
 
 
 class ObserveError(Exception):
-    """The target could not be read completely; nothing may be decided from what was read."""
+    """The target could not be read completely; nothing may be decided from what was read.
+    Transient: the reconciler retries with backoff."""
+
+    terminal = False
 
 
 class TargetError(Exception):
-    """The target refused or failed in a way that stops this pass for it (not for the others)."""
+    """The target refused or failed in a way that stops this pass for it (not for the others).
+
+    `terminal`: retrying cannot help until the input changes (the settings, a template, the store),
+    so the reconciler does not retry it with backoff; the next write or scheduled pass runs again.
+    Otherwise (the default) the failure is transient: a server down, a lock held, a timeout.
+    """
+
+    def __init__(self, message: str, *, terminal: bool = False) -> None:
+        super().__init__(message)
+        self.terminal = terminal
 
 
 ObservedT = TypeVar("ObservedT")

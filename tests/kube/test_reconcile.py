@@ -179,7 +179,7 @@ def test_hand_edits_and_deletions_are_repaired(site: Site) -> None:
         admin.delete(site.path("pvc", "home-saul"))  # stays Terminating: the pvc-protection finalizer
 
     plan = site.plan()
-    found = {(c.action, c.kind, c.name): c for c in plan.changes}
+    found = {(c.action.value, c.kind, c.name): c for c in plan.changes}
     assert set(found) == {
         ("update", "workload", "login-kim"),
         ("update", "network_policy", "login-kim"),

@@ -154,7 +154,7 @@ def test_deactivation_locks_or_deletes() -> None:
     active = state([user("ann", 10000, keys=(KEYS[0],))], {"g": (50000, frozenset({"ann"}))})
     locked = state([user("ann", 10000, keys=(KEYS[0],), active=False)], {"g": (50000, frozenset({"ann"}))})
     observed = _converged(active, layout())
-    lock = {(c.action, c.name): c.details for c in plan(locked, observed, layout())}
+    lock = {(c.action.value, c.name): c.details for c in plan(locked, observed, layout())}
     assert set(lock) == {("update", "ann"), ("remove_members", "g"), ("add_members", "g")}  # placeholder in
     assert lock["update", "ann"]["loginShell"] == {"old": "/bin/bash", "new": "/usr/sbin/nologin"}
     assert lock["update", "ann"]["sshPublicKey"] == {"old": KEYS[0], "new": None}

@@ -10,7 +10,7 @@ from pydantic import ValidationError
 
 from sup.config import Settings
 from sup.domain.desired import DesiredAccount, DesiredGroup, DesiredState, DesiredUser
-from sup.targets.base import Change, ObserveError, TargetError
+from sup.targets.base import DELETE, Change, ObserveError, TargetError
 from sup.targets.slurm import SlurmSettings, parse
 from sup.targets.slurm.apply import chunks, create_options, operations, set_options, text_options
 from sup.targets.slurm.desired import build
@@ -210,7 +210,7 @@ def test_slurmdbd_address_from_slurm_conf(tmp_path: Path) -> None:
 
 def test_accounts_are_deleted_children_first() -> None:
     changes = [
-        Change("slurm", "delete", "account", name, {"cluster": "c1", "depth": depth})
+        Change("slurm", DELETE, "account", name, {"cluster": "c1", "depth": depth})
         for name, depth in (("top", 1), ("leaf", 3), ("middle", 2))
     ]
     (removals,) = [phase for phase in operations(changes) if phase]

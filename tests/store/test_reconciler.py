@@ -95,6 +95,22 @@ def test_failures_back_off_but_new_work_goes_at_once(
         assert pending(session) == []
 
 
+def test_a_terminal_error_is_not_retried_until_new_input(
+    worker: Reconciler, sessions: sessionmaker[Session], fake: FakeTarget
+) -> None:
+    fake.broken = True
+    _create(sessions, worker.settings, "kim")
+    result = worker.tick(now=100.0)
+    assert result is not None and not result.ok and not result.retryable
+    assert result.targets[0].terminal and result.targets[0].error == "the fake target's template is broken"
+    assert worker.tick(now=102.1) is None and worker.tick(now=150.0) is None  # no backoff retries
+    fake.broken = False
+    _create(sessions, worker.settings, "saul")  # new input: a pass at once
+    worker.tick(now=150.1)
+    assert worker.tick(now=150.7) is not None and worker.state.last_trigger == "outbox"
+    assert fake.system == {"kim": 10000, "saul": 10001}
+
+
 def test_schedule_repairs_drift_nobody_reported(
     worker: Reconciler, sessions: sessionmaker[Session], fake: FakeTarget
 ) -> None:

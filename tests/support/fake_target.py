@@ -69,12 +69,15 @@ class FakeTarget:
         self.locked: set[str] = set()
         self.fail_observe = fail_observe
         self.fail_user = fail_user
+        self.broken = False  # observe raises a terminal TargetError (as a broken template would)
         self.writes = 0
         self.closed = False
 
     def observe(self, scope: Scope | None = None) -> tuple[dict[str, int], set[str]]:
         if self.fail_observe:
             raise ObserveError("the fake server returned a partial result")
+        if self.broken:
+            raise TargetError("the fake target's template is broken", terminal=True)
         return dict(self.system), set(self.locked)
 
     def diff(

@@ -103,7 +103,9 @@ def _load(settings: KubeSettings) -> _ApiClient:
     try:
         if settings.kubeconfig:
             if not os.path.isfile(settings.kubeconfig):
-                raise TargetError(f"kube.kubeconfig {settings.kubeconfig} is not a readable file")
+                raise TargetError(
+                    f"kube.kubeconfig {settings.kubeconfig} is not a readable file", terminal=True
+                )
             kube_config.load_kube_config(  # type: ignore[no-untyped-call]
                 config_file=settings.kubeconfig,
                 context=settings.context,
@@ -114,10 +116,11 @@ def _load(settings: KubeSettings) -> _ApiClient:
             kube_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
         else:
             raise TargetError(
-                "kube.kubeconfig is not set and SUP is not running in a pod: set SUP_KUBE__KUBECONFIG"
+                "kube.kubeconfig is not set and SUP is not running in a pod: set SUP_KUBE__KUBECONFIG",
+                terminal=True,
             )
     except kube_config.ConfigException as exc:
-        raise TargetError(f"cannot load the Kubernetes configuration: {exc}") from None
+        raise TargetError(f"cannot load the Kubernetes configuration: {exc}", terminal=True) from None
     configuration.connection_pool_maxsize = max(settings.workers, 2)
     return cast(_ApiClient, kube_client.ApiClient(configuration))
 

@@ -32,7 +32,7 @@ class KubeTarget:
         try:
             self.renderer = Renderer(self.settings)
         except TemplateError as exc:
-            raise TargetError(str(exc)) from None
+            raise TargetError(str(exc), terminal=True) from None
         self.client = client if client is not None else KubeClient(self.settings)
         self.now = context.clock
 
@@ -52,7 +52,7 @@ class KubeTarget:
         try:
             return plan(desired, observed, self.renderer, settings, self.now())
         except TemplateError as exc:
-            raise TargetError(str(exc)) from None
+            raise TargetError(str(exc), terminal=True) from None
 
     def apply(self, changes: Sequence[Change]) -> ApplyReport:
         return apply_changes(self.client, self.settings.field_manager, changes, self.settings.workers)

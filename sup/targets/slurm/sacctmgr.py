@@ -100,9 +100,11 @@ class Sacctmgr:
                 check=False,
             )
         except FileNotFoundError as exc:
-            raise TargetError(f"sacctmgr not found at {self.path!r} (setting slurm.sacctmgr)") from exc
+            raise TargetError(
+                f"sacctmgr not found at {self.path!r} (setting slurm.sacctmgr)", terminal=True
+            ) from exc
         except PermissionError as exc:
-            raise TargetError(f"sacctmgr at {self.path!r} is not executable") from exc
+            raise TargetError(f"sacctmgr at {self.path!r} is not executable", terminal=True) from exc
 
     def show(
         self, entity: str, fields: Sequence[str], *, where: Sequence[str] = (), extra: Sequence[str] = ()
