@@ -30,9 +30,28 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
 {{- end -}}
 
-{{/* Where the Kubernetes target keeps the per-user objects. */}}
+{{/* Where the Kubernetes target keeps the per-user objects: never the release's namespace (SUP's
+Secrets live there, and SUP may create pods where it provisions) unless explicitly allowed. */}}
 {{- define "sup.targetNamespace" -}}
-{{- default .Release.Namespace .Values.kube.namespace -}}
+{{- $namespace := .Values.kube.namespace | default (printf "%s-users" (include "sup.fullname" .) | trunc 63 | trimSuffix "-") -}}
+{{- if and (eq $namespace .Release.Namespace) (not .Values.kube.allowReleaseNamespace) -}}
+{{- fail (printf "kube.namespace %q is the release's own namespace, which holds SUP's Secrets: SUP may create StatefulSets where it provisions, and such a pod could mount them. Use a namespace of its own (the default is %s-users), or set kube.allowReleaseNamespace=true to accept that risk" $namespace (include "sup.fullname" .)) -}}
+{{- end -}}
+{{- $namespace -}}
+{{- end -}}
+
+{{/* The Pod Security level enforced on the target namespace: group login pods need baseline. */}}
+{{- define "sup.podSecurity" -}}
+{{- if .Values.kube.podSecurity -}}
+{{- if not (has .Values.kube.podSecurity (list "restricted" "baseline")) -}}
+{{- fail (printf "kube.podSecurity %q: use restricted or baseline (login pods need no more, and SUP may create pods there)" .Values.kube.podSecurity) -}}
+{{- end -}}
+{{- .Values.kube.podSecurity -}}
+{{- else if (default dict .Values.kube.settings).group_pods -}}
+baseline
+{{- else -}}
+restricted
+{{- end -}}
 {{- end -}}
 
 {{/* SUP_CONFIG: the chart's `config`, plus the `kube` section when the target is enabled. */}}
