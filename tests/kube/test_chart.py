@@ -6,6 +6,7 @@ into a namespace of its own, never the release's, which holds SUP's Secrets (iss
 from __future__ import annotations
 
 import re
+import subprocess
 import tomllib
 import uuid
 from pathlib import Path
@@ -266,3 +267,40 @@ def test_the_rendered_chart_is_accepted_and_its_pods_meet_restricted(
         namespace = admin.get(f"/api/v1/namespaces/{target}")
         assert namespace is not None
         assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+
+
+def test_an_upgrade_that_would_move_the_target_namespace_is_refused(
+    helm_binary: str, kubeapi: KubeApiServer, release_namespace: str
+) -> None:
+    """A release of chart 0.1.0 with `kube.namespace` unset provisions into the release's namespace;
+    upgraded, the new default would leave its login pods running unmanaged and start empty homes
+    elsewhere. The chart reads the live ConfigMap (`lookup`, so `--dry-run=server`) and refuses."""
+    release = f"sup-{uuid.uuid4().hex[:8]}"
+    before = {
+        "metadata": {"name": release},
+        "data": {"sup.yaml": f"kube:\n  namespace: {release_namespace}\n"},
+    }
+    with kubeapi.admin() as admin:
+        admin.create(collection(release_namespace, "configmaps"), before)
+
+    def upgrade(*settings: str) -> subprocess.CompletedProcess[str]:
+        args = ["template", release, str(CHART), "--namespace", release_namespace, "--dry-run=server"]
+        args += ["--kubeconfig", str(kubeapi.admin_kubeconfig)]
+        for setting in settings:
+            args += ["--set", setting]
+        return helm(helm_binary, *args)
+
+    refused = upgrade()
+    assert refused.returncode != 0
+    assert f'SUP provisions into namespace "{release_namespace}" today' in refused.stderr
+    assert f'would move it to "{release}-users"' in refused.stderr
+    stay = upgrade(f"kube.namespace={release_namespace}", "kube.allowReleaseNamespace=true")
+    assert stay.returncode == 0, stay.stderr
+    moved = upgrade("kube.allowNamespaceMove=true")  # the homes were moved first
+    assert moved.returncode == 0, moved.stderr
+    with kubeapi.admin() as admin:  # a release that already provisions elsewhere upgrades as before
+        admin.merge_patch(
+            f"{collection(release_namespace, 'configmaps')}/{release}",
+            {"data": {"sup.yaml": f"kube:\n  namespace: {release}-users\n"}},
+        )
+    assert upgrade().returncode == 0

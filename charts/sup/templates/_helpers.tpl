@@ -40,6 +40,21 @@ Secrets live there, and SUP may create pods where it provisions) unless explicit
 {{- $namespace -}}
 {{- end -}}
 
+{{/* On upgrade, refuse to move the target to another namespace (the default changed in chart
+0.2.0 from the release's namespace to <fullname>-users): SUP would leave the old login pods running
+unmanaged and start empty homes. The live ConfigMap says where SUP provisions today; `lookup` finds
+nothing under `helm template`, so only a real install or upgrade (or --dry-run=server) checks. */}}
+{{- define "sup.checkNamespaceMove" -}}
+{{- if .Values.kube.enabled -}}
+{{- $live := lookup "v1" "ConfigMap" .Release.Namespace (include "sup.fullname" .) -}}
+{{- $before := dig "kube" "namespace" "" (fromYaml (dig "data" "sup.yaml" "" $live)) -}}
+{{- $after := include "sup.targetNamespace" . -}}
+{{- if and $before (ne $before $after) (not .Values.kube.allowNamespaceMove) -}}
+{{- fail (printf "SUP provisions into namespace %q today and this upgrade would move it to %q: the login pods there would keep running unmanaged and users would get empty homes. Set kube.namespace=%s to stay (and kube.allowReleaseNamespace=true if that is the release's namespace; see SECURITY.md), or move the homes first and set kube.allowNamespaceMove=true" $before $after $before) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
 {{/* The Pod Security level enforced on the target namespace: group login pods need baseline. */}}
 {{- define "sup.podSecurity" -}}
 {{- if .Values.kube.podSecurity -}}
