@@ -1,18 +1,19 @@
 """SUP runs under the chart's ServiceAccount and Role, and that Role is exactly what it needs: a
 whole lifecycle succeeds with a token of that ServiceAccount, every (verb, resource) the Role grants
-is one SUP used, and anything else is forbidden. (That a list the API server refuses midway plans and
-deletes nothing is in test_contract.py, as for every target.)"""
+is one SUP used, and anything else is forbidden; in particular nothing in the release's namespace,
+where SUP's own Secrets are. (That a list the API server refuses midway plans and deletes nothing is
+in test_contract.py, as for every target.)"""
 
 from __future__ import annotations
 
 import datetime
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from tests.kube.site import Site
-from tests.kube.test_chart import apply_objects
-from tests.support.helm import render
+from tests.support.helm import apply_objects, render
 from tests.support.kubeapi import ApiError, KubeApiServer, collection
 
 
@@ -38,6 +39,14 @@ def _granted(role: dict[str, Any]) -> set[tuple[str, str]]:
     return {
         (verb, resource) for rule in role["rules"] for resource in rule["resources"] for verb in rule["verbs"]
     }
+
+
+def _status(attempt: Callable[[], object]) -> int:
+    try:
+        attempt()
+    except ApiError as exc:
+        return exc.status
+    return 200
 
 
 def test_a_whole_lifecycle_runs_under_the_charts_role_and_uses_all_of_it(
@@ -103,15 +112,7 @@ def test_anything_outside_the_role_is_forbidden(
     role = {"metadata": {"name": "more"}, "rules": []}
     statefulsets = collection(site.namespace, "statefulsets")
     with kubeapi.as_token(token) as sup:
-
-        def status(attempt: Callable[[], object]) -> int:
-            try:
-                attempt()
-            except ApiError as exc:
-                return exc.status
-            return 200
-
-        assert status(lambda: sup.items(collection(site.namespace, "persistentvolumeclaims"))) == 200
+        assert _status(lambda: sup.items(collection(site.namespace, "persistentvolumeclaims"))) == 200
         forbidden = {
             "list pods": lambda: sup.items(collection(site.namespace, "pods")),
             "list secrets": lambda: sup.items(collection(site.namespace, "secrets")),
@@ -126,5 +127,71 @@ def test_anything_outside_the_role_is_forbidden(
             "delete the namespace": lambda: sup.delete(f"/api/v1/namespaces/{site.namespace}"),
             "watch": lambda: sup.items(f"{statefulsets}?watch=true&timeoutSeconds=1"),
         }
-        refused = {what: status(attempt) for what, attempt in forbidden.items()}
+        refused = {what: _status(attempt) for what, attempt in forbidden.items()}
     assert refused == dict.fromkeys(forbidden, 403)
+
+
+def test_by_default_the_service_account_can_touch_nothing_in_the_release_namespace(
+    kubeapi: KubeApiServer, helm_binary: str
+) -> None:
+    """The chart with its defaults, installed as Helm would: SUP's ServiceAccount can create a
+    StatefulSet (and so a pod that mounts any Secret beside it) only in the namespace the chart made
+    for the login pods, never in the release's, which holds the database URL and the LDAP and
+    Keycloak credentials."""
+    release_namespace = kubeapi.new_namespace("sup-system")
+    release = f"sup-{uuid.uuid4().hex[:8]}"
+    objects = render(helm_binary, release_namespace, release=release)
+    rbac = [o for o in objects if o["kind"] in ("Namespace", "ServiceAccount", "Role", "RoleBinding")]
+    secret = {"metadata": {"name": "sup-database"}, "stringData": {"url": "postgresql://sup:pw@db/sup"}}
+    with kubeapi.admin() as admin:
+        apply_objects(admin, rbac, release_namespace)
+        admin.create(collection(release_namespace, "secrets"), secret)
+    (account,) = [o for o in rbac if o["kind"] == "ServiceAccount"]
+    token = kubeapi.service_account_token(release_namespace, account["metadata"]["name"])
+    users = f"{release}-users"
+
+    def statefulset(name: str) -> dict[str, Any]:
+        pod = {  # a pod that mounts SUP's database Secret
+            "metadata": {"labels": {"app": name}},
+            "spec": {
+                "containers": [
+                    {"name": "c", "image": "i", "volumeMounts": [{"name": "s", "mountPath": "/s"}]}
+                ],
+                "volumes": [{"name": "s", "secret": {"secretName": "sup-database"}}],
+            },
+        }
+        return {
+            "metadata": {"name": name},
+            "spec": {"selector": {"matchLabels": {"app": name}}, "template": pod},
+        }
+
+    claim = {
+        "metadata": {"name": "home-x"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
+    }
+    pod = {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "i"}]}}
+    with kubeapi.as_token(token) as sup:
+        in_release = {
+            "create a statefulset": lambda: sup.create(
+                collection(release_namespace, "statefulsets"), statefulset("steal")
+            ),
+            "create a pod": lambda: sup.create(collection(release_namespace, "pods"), pod),
+            "create a claim": lambda: sup.create(
+                collection(release_namespace, "persistentvolumeclaims"), claim
+            ),
+            "read the secret": lambda: sup.get(f"{collection(release_namespace, 'secrets')}/sup-database"),
+            "list secrets": lambda: sup.items(collection(release_namespace, "secrets")),
+            "list statefulsets": lambda: sup.items(collection(release_namespace, "statefulsets")),
+            "create a role": lambda: sup.create(
+                collection(release_namespace, "roles"), {"metadata": {"name": "more"}, "rules": []}
+            ),
+        }
+        refused = {what: _status(attempt) for what, attempt in in_release.items()}
+        assert refused == dict.fromkeys(in_release, 403)
+        # where it provisions, it can (what the Kubernetes target does), though not read Secrets
+        created = sup.create(collection(users, "statefulsets"), statefulset("login-x"))
+        assert created["metadata"]["namespace"] == users
+        assert sup.create(collection(users, "persistentvolumeclaims"), claim)["metadata"]["name"] == "home-x"
+        assert _status(lambda: sup.items(collection(users, "secrets"))) == 403
+        assert _status(lambda: sup.merge_patch(f"/api/v1/namespaces/{users}", {"metadata": {"labels": {
+            "pod-security.kubernetes.io/enforce": "privileged"}}})) == 403  # fmt: skip

@@ -10,6 +10,8 @@ from typing import Any
 
 import yaml
 
+from tests.support.kubeapi import Admin, collection
+
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "charts" / "sup"
 
@@ -49,3 +51,27 @@ def render(binary: str, namespace: str, *settings: str, release: str = "sup") ->
     if result.returncode != 0:
         raise AssertionError(f"helm template failed: {result.stderr}")
     return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
+
+
+# the kinds the chart renders (monitoring's CRD-backed kinds aside), by their API path's plural
+PLURAL = {
+    "Namespace": "namespaces",
+    "ServiceAccount": "serviceaccounts",
+    "ConfigMap": "configmaps",
+    "Role": "roles",
+    "RoleBinding": "rolebindings",
+    "Service": "services",
+    "Deployment": "deployments",
+    "Job": "jobs",
+}
+
+
+def apply_objects(admin: Admin, objects: list[dict[str, Any]], namespace: str) -> None:
+    """Server-side apply the rendered objects as `helm install -n namespace` would create them."""
+    for item in objects:
+        name = item["metadata"]["name"]
+        if item["kind"] == "Namespace":  # cluster-scoped
+            admin.apply(f"/api/v1/namespaces/{name}", item, manager="helm-test")
+            continue
+        target = item["metadata"].get("namespace", namespace)
+        admin.apply(f"{collection(target, PLURAL[item['kind']])}/{name}", item, manager="helm-test")

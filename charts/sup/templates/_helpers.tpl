@@ -30,9 +30,43 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
 {{- end -}}
 
-{{/* Where the Kubernetes target keeps the per-user objects. */}}
+{{/* Where the Kubernetes target keeps the per-user objects: never the release's namespace (SUP's
+Secrets live there, and SUP may create pods where it provisions) unless explicitly allowed. */}}
 {{- define "sup.targetNamespace" -}}
-{{- default .Release.Namespace .Values.kube.namespace -}}
+{{- $namespace := .Values.kube.namespace | default (printf "%s-users" (include "sup.fullname" .) | trunc 63 | trimSuffix "-") -}}
+{{- if and (eq $namespace .Release.Namespace) (not .Values.kube.allowReleaseNamespace) -}}
+{{- fail (printf "kube.namespace %q is the release's own namespace, which holds SUP's Secrets: SUP may create StatefulSets where it provisions, and such a pod could mount them. Use a namespace of its own (the default is %s-users), or set kube.allowReleaseNamespace=true to accept that risk" $namespace (include "sup.fullname" .)) -}}
+{{- end -}}
+{{- $namespace -}}
+{{- end -}}
+
+{{/* On upgrade, refuse to move the target to another namespace (the default changed in chart
+0.2.0 from the release's namespace to <fullname>-users): SUP would leave the old login pods running
+unmanaged and start empty homes. The live ConfigMap says where SUP provisions today; `lookup` finds
+nothing under `helm template`, so only a real install or upgrade (or --dry-run=server) checks. */}}
+{{- define "sup.checkNamespaceMove" -}}
+{{- if .Values.kube.enabled -}}
+{{- $live := lookup "v1" "ConfigMap" .Release.Namespace (include "sup.fullname" .) -}}
+{{- $before := dig "kube" "namespace" "" (fromYaml (dig "data" "sup.yaml" "" $live)) -}}
+{{- $after := include "sup.targetNamespace" . -}}
+{{- if and $before (ne $before $after) (not .Values.kube.allowNamespaceMove) -}}
+{{- fail (printf "SUP provisions into namespace %q today and this upgrade would move it to %q: the login pods there would keep running unmanaged and users would get empty homes. Set kube.namespace=%s to stay (and kube.allowReleaseNamespace=true if that is the release's namespace; see SECURITY.md), or move the homes first and set kube.allowNamespaceMove=true" $before $after $before) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The Pod Security level enforced on the target namespace: group login pods need baseline. */}}
+{{- define "sup.podSecurity" -}}
+{{- if .Values.kube.podSecurity -}}
+{{- if not (has .Values.kube.podSecurity (list "restricted" "baseline")) -}}
+{{- fail (printf "kube.podSecurity %q: use restricted or baseline (login pods need no more, and SUP may create pods there)" .Values.kube.podSecurity) -}}
+{{- end -}}
+{{- .Values.kube.podSecurity -}}
+{{- else if (default dict .Values.kube.settings).group_pods -}}
+baseline
+{{- else -}}
+restricted
+{{- end -}}
 {{- end -}}
 
 {{/* SUP_CONFIG: the chart's `config`, plus the `kube` section when the target is enabled. */}}
