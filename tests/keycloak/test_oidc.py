@@ -20,7 +20,8 @@ from tests.support.keys import ed25519_key
 
 
 def _oidc(realm: Realm, **extra: object) -> dict[str, object]:
-    return {"issuer": realm.issuer, "audience": "sup", **extra}
+    # The test Keycloak listens on plain http (loopback): SUP reads its keys only when told to.
+    return {"issuer": realm.issuer, "audience": "sup", "allow_insecure_http": True, **extra}
 
 
 def _person(realm: Realm, username: str, *roles: str, **attributes: list[str]) -> str:
