@@ -4,6 +4,7 @@ the leeway), that it is an access token (typ), role claims of the wrong shape, a
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import pytest
 from pydantic import ValidationError
@@ -72,7 +73,7 @@ def test_only_access_tokens_are_taken(issuer: LocalIssuer) -> None:
     ],
 )
 def test_role_claims_of_the_wrong_shape_make_the_token_invalid(
-    issuer: LocalIssuer, claims: dict[str, object], settings: dict[str, object], blamed: str
+    issuer: LocalIssuer, claims: dict[str, Any], settings: dict[str, Any], blamed: str
 ) -> None:
     reason = _refusal(issuer.verifier(**settings), issuer.token(**claims))
     assert f"token's {blamed} claim" in reason
