@@ -7,18 +7,19 @@ Content-Length.
 
 from __future__ import annotations
 
-import hashlib
 import re
 import time
 import uuid
 from collections.abc import Callable, Mapping
 
 from prometheus_client import Counter, Histogram
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from sup.api.ratelimit import RateLimiter, retry_after_seconds
+from sup.api.oidc import OidcVerifier, looks_like_jwt
+from sup.api.ratelimit import RateLimiter, bearer_secret, client_key, oidc_client_key, retry_after_seconds
 from sup.config import RateLimit
 from sup.logs import request_id_var
 
@@ -117,8 +118,9 @@ class WriteRateLimitMiddleware:
     """A token bucket per client for writes under `prefix` (the admin API): 429 + Retry-After past it.
 
     Applied before authentication, so a flood of writes with bad tokens is refused as cheaply as one
-    with a good token. The client is its bearer token (kept only as a SHA-256, never the secret
-    itself), or its address when it sends none. SCIM (/scim/v2) has its own limiter per connection,
+    with a good token. The client is its bearer token's identity (a SUP token's SHA-256, never the
+    secret itself; an OIDC token's issuer and subject), or its address when it sends no token that
+    could be valid (sup/api/ratelimit.py). SCIM (/scim/v2) has its own limiter per connection,
     with SCIM error bodies (sup/scim/router.py).
     """
 
@@ -135,7 +137,7 @@ class WriteRateLimitMiddleware:
         ):
             await self.app(scope, receive, send)
             return
-        wait = self.limiter.acquire(_client_key(scope))
+        wait = self.limiter.acquire(await _client_key(scope))
         if wait <= 0:
             await self.app(scope, receive, send)
             return
@@ -154,12 +156,16 @@ class WriteRateLimitMiddleware:
         await response(scope, _no_body, send)
 
 
-def _client_key(scope: Scope) -> str:
-    authorization = dict(scope.get("headers", [])).get(b"authorization")
-    if authorization:
-        return "token:" + hashlib.sha256(authorization).hexdigest()
+async def _client_key(scope: Scope) -> str:
+    """Who is writing, as sup/api/ratelimit.py says (the token's identity, not the raw header)."""
+    authorization = dict(scope.get("headers", [])).get(b"authorization", b"").decode("latin-1")
+    secret = bearer_secret(authorization)
     client = scope.get("client")
-    return f"address:{client[0] if client else '?'}"
+    address = str(client[0]) if client else "?"
+    verifier = getattr(getattr(scope.get("app"), "state", None), "oidc", None)
+    if secret is not None and isinstance(verifier, OidcVerifier) and looks_like_jwt(secret):
+        return await run_in_threadpool(oidc_client_key, verifier, secret, address)
+    return client_key(secret, address)
 
 
 async def _no_body() -> Message:

@@ -4,6 +4,15 @@ and Retry-After by whoever uses it (the write limit in sup/api/middleware.py, th
 RFC 7644 §3.12 leaves throttling to HTTP: 429 (RFC 6585 §4) with Retry-After, which Entra ID and
 Okta honour by backing off. Buckets live in the process: with several SUP replicas behind a load
 balancer each replica allows the configured rate.
+
+Who the client of an admin API write is (`client_key`, before authentication, without the database):
+the identity of its bearer token, never the raw header, so that `bearer X`, `Bearer X` and
+`Bearer  X` are one client:
+- a SUP token: its SHA-256, which is what the store keys the token by (`api_tokens.token_hash`);
+- an OIDC token: the issuer and subject it verifies to, so each new token of a person shares their
+  bucket (a signature check against the cached JWKS, no database);
+- anything else (no token, one that cannot be a SUP token, a JWT that does not verify): the
+  client's address, so that made-up credentials do not each get a fresh bucket.
 """
 
 from __future__ import annotations
@@ -14,7 +23,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from sup.api.oidc import InvalidToken, OidcVerifier
 from sup.config import RateLimit
+from sup.domain.tokens import hash_token, may_be_token
 
 
 @dataclass
@@ -68,3 +79,30 @@ class RateLimiter:
 def retry_after_seconds(wait: float) -> int:
     """Retry-After carries whole seconds (RFC 9110 §10.2.3): round up, at least 1."""
     return max(1, math.ceil(wait))
+
+
+def bearer_secret(authorization: str | None) -> str | None:
+    """The credentials of an `Authorization: Bearer ...` header: the scheme in any case (RFC 9110
+    §11.1), whitespace around either part ignored. None for no header or another scheme."""
+    parts = (authorization or "").split(None, 1)
+    if len(parts) != 2 or parts[0].lower() != "bearer":
+        return None
+    return parts[1].strip() or None
+
+
+def client_key(secret: str | None, address: str) -> str:
+    """The bucket of a client that sent `secret` (from bearer_secret) from `address`, when the
+    secret is not an OIDC token (see oidc_client_key)."""
+    if secret is not None and may_be_token(secret):
+        return "token:" + hash_token(secret)
+    return "address:" + address
+
+
+def oidc_client_key(verifier: OidcVerifier, secret: str, address: str) -> str:
+    """The bucket of a client that sent a JWT: the person it verifies to, else the address. It may
+    read the issuer's JWKS (blocking): call it off the event loop."""
+    try:
+        identity = verifier.verify(secret)
+    except InvalidToken:
+        return "address:" + address
+    return f"oidc:{verifier.settings.issuer} {identity.subject}"

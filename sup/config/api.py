@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from sup.common.sections import Section
 
@@ -73,6 +73,31 @@ class OidcSettings(Section):
     leeway_seconds: int = Field(30, ge=0, le=300, description="clock skew allowed on exp/nbf")
     verify_tls: bool = True
     ca_file: str | None = None
+    allow_insecure_http: bool = Field(
+        False,
+        description="accept plain-http issuer and JWKS URLs (a test realm on loopback); never in production",
+    )
+
+    @model_validator(mode="after")
+    def _https_only(self) -> OidcSettings:
+        for key, url in (("issuer", self.issuer), ("jwks_url", self.jwks_url)):
+            problem = self.url_problem(url) if url is not None else None
+            if problem is not None:
+                raise ValueError(f"oidc.{key}: {problem}")
+        return self
+
+    def url_problem(self, url: str) -> str | None:
+        """Why SUP will not read the token keys from `url` (None: it will): whoever can change the
+        keys in transit can sign tokens, so https only, plain http only with allow_insecure_http."""
+        scheme = url.partition(":")[0].lower()
+        if scheme == "https" or (scheme == "http" and self.allow_insecure_http):
+            return None
+        if scheme == "http":
+            return (
+                f"{url!r} is plain http, so the token keys could be replaced in transit: use https, or set "
+                "oidc.allow_insecure_http: true (SUP_OIDC__ALLOW_INSECURE_HTTP=true) for a test realm"
+            )
+        return f"{url!r} is not an https URL"
 
 
 class ScimSettings(Section):

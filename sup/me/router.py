@@ -1,11 +1,15 @@
 """Self-service: a person with their own OIDC access token reads their provisioning status and
 manages their own SSH public keys (when `oidc.self_service` is on).
 
-The token's subject must be the `external_id` of a store user (Keycloak users pulled by SUP have
-Keycloak's user id there, which is the `sub` of their tokens); nothing else, not a username claim,
-ties a token to an account. Keys the person adds have origin `self`; keys from the identity
-provider (origin `idp`) and those an administrator set (`admin`) are listed but can only be changed
-where they come from. Every kind reaches LDAP.
+The token's subject must be the `external_id` of a user of the Keycloak source (the pull stamps
+`source = "keycloak"` and Keycloak's user id, which is the `sub` of that realm's tokens, on the users
+it creates or takes over); nothing else, not a username claim, ties a token to an account. Users of
+other sources (SCIM connections, the admin API, imports) are never matched: their `external_id` is
+whatever that source chose, and a person whose `sub` happened to equal one would get that account.
+
+Keys the person adds have origin `self`; keys from the identity provider (origin `idp`) and those
+an administrator set (`admin`) are listed but can only be changed where they come from. Every kind
+reaches LDAP. A key that is already another account's is refused without naming that account.
 """
 
 from __future__ import annotations
@@ -34,6 +38,9 @@ from sup.users.status import UserStatus, status_of
 
 router = APIRouter(prefix=f"{API_PREFIX}/me", tags=["self-service"])
 SELF = "self"
+OIDC_SOURCE = "keycloak"
+"""The source whose users' external_id is the `sub` of the OIDC issuer's tokens: the Keycloak pull
+(its SOURCE in sup/sources/keycloak/sync.py, which this layer may not import; a test pins them equal)."""
 
 
 @dataclass(frozen=True)
@@ -89,7 +96,9 @@ class KeyIn(Body):
 
 
 def _user(session: Session, person: Person) -> User:
-    user = session.scalars(select(User).where(User.external_id == person.subject)).first()
+    # (source, external_id) is unique: at most one account.
+    mine = (User.source == OIDC_SOURCE) & (User.external_id == person.subject)
+    user = session.scalars(select(User).where(mine)).one_or_none()
     if user is None:
         raise NotFound("account", "for your identity (it may not be provisioned yet)")
     return user

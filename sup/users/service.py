@@ -141,9 +141,9 @@ def _set_ssh_keys(
             .where(SshKey.fingerprint.in_(list(seen)), SshKey.user_id != user.id)
         ).all()
         if owners:
-            fingerprint, owner = owners[0]
-            raise Conflict(
-                f"ssh_public_keys.{seen[fingerprint]}: key {fingerprint} already belongs to user {owner!r}; "
+            fingerprint, _owner = owners[0]
+            raise Conflict(  # names nobody: self-service (sup/me) answers with it too
+                f"ssh_public_keys.{seen[fingerprint]}: key {fingerprint} is already another account's; "
                 "a key identifies one person",
                 field=f"ssh_public_keys.{seen[fingerprint]}",
             )

@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 from fastapi.testclient import TestClient
+from keycloak import KeycloakOpenID
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -20,7 +21,8 @@ from tests.support.keys import ed25519_key
 
 
 def _oidc(realm: Realm, **extra: object) -> dict[str, object]:
-    return {"issuer": realm.issuer, "audience": "sup", **extra}
+    # The test Keycloak listens on plain http (loopback): SUP reads its keys only when told to.
+    return {"issuer": realm.issuer, "audience": "sup", "allow_insecure_http": True, **extra}
 
 
 def _person(realm: Realm, username: str, *roles: str, **attributes: list[str]) -> str:
@@ -84,6 +86,13 @@ def test_keycloak_tokens_on_the_admin_api(
     assert answer.status_code == 401 and olivia not in answer.text
     wrong_issuer = client_for(make_settings(oidc=_oidc(realm, issuer=realm.issuer + "x")))
     assert wrong_issuer.get("/api/v1/users", headers=_bearer(olivia)).status_code == 401
+
+    # An ID token (typ ID) is no access token, even where its audience (the login client) is SUP's.
+    login = KeycloakOpenID(server_url=realm.server.url, realm_name=realm.name, client_id="sup-login")
+    id_token = login.token("olivia", "pw-olivia", scope="openid")["id_token"]
+    by_login_client = client_for(make_settings(oidc=_oidc(realm, audience="sup-login")))
+    answer = by_login_client.get("/api/v1/users", headers=_bearer(id_token))
+    assert answer.status_code == 401 and "ID token" in answer.json()["detail"]
 
     # An expired token: the realm hands out one-second tokens, and no leeway is allowed.
     realm.admin.update_realm(realm.name, {"accessTokenLifespan": 1})

@@ -1,0 +1,158 @@
+"""OIDC tokens on the API with a local issuer (its keys made in the test): bad role claims are a 401,
+the write rate limit counts a person (not the header's spelling), and self-service (/api/v1/me) finds
+only the Keycloak source's account of the token's subject and names nobody else's."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import Engine, update
+from sqlalchemy.orm import Session, sessionmaker
+
+from sup.app import create_app
+from sup.config import Settings
+from sup.me import router as me_router
+from sup.sources.keycloak import naming as keycloak_naming
+from sup.store.models import User
+from tests.conftest import bearer
+from tests.support.keys import ed25519_key
+from tests.support.oidc_issuer import LocalIssuer
+
+
+@pytest.fixture
+def issuer() -> LocalIssuer:
+    return LocalIssuer()
+
+
+def _client(settings: Settings, engine: Engine, issuer: LocalIssuer, **changes: Any) -> TestClient:
+    settings = settings.model_copy(update={"oidc": issuer.settings(), **changes})
+    app = create_app(settings, engine)
+    app.state.oidc = issuer.verifier()  # its documents come from the test, not over HTTP
+    return TestClient(app, raise_server_exceptions=False)
+
+
+@pytest.fixture
+def client(settings: Settings, engine: Engine, issuer: LocalIssuer) -> Iterator[TestClient]:
+    with _client(settings, engine, issuer) as client:
+        yield client
+
+
+@pytest.fixture
+def strict_client(settings: Settings, engine: Engine, issuer: LocalIssuer) -> Iterator[TestClient]:
+    """Two writes per client, then 429 for a long while."""
+    limit = settings.api.rate_limit.model_copy(update={"requests_per_second": 0.001, "burst": 2})
+    api = settings.api.model_copy(update={"rate_limit": limit})
+    with _client(settings, engine, issuer, api=api) as client:
+        yield client
+
+
+def test_a_token_whose_realm_access_is_a_list_is_a_401_with_the_reason(
+    client: TestClient, issuer: LocalIssuer
+) -> None:
+    answer = client.get("/api/v1/users", headers=bearer(issuer.token(realm_access=["sup-admin"])))
+    assert answer.status_code == 401, answer.text
+    assert "realm_access" in answer.json()["detail"]
+    # Nothing else broke: the same person's well-formed token works.
+    assert client.get("/api/v1/users", headers=bearer(issuer.token())).status_code == 200
+
+
+def test_id_tokens_and_tokens_not_valid_yet_are_a_401(client: TestClient, issuer: LocalIssuer) -> None:
+    answer = client.get("/api/v1/users", headers=bearer(issuer.token(typ="ID")))
+    assert answer.status_code == 401 and "ID token" in answer.json()["detail"]
+    answer = client.get("/api/v1/users", headers=bearer(issuer.token(nbf=2**40)))
+    assert answer.status_code == 401 and "not valid yet" in answer.json()["detail"]
+
+
+def _writes(client: TestClient, *authorizations: str) -> list[int]:
+    """One group created per Authorization header value: the statuses."""
+    return [
+        client.post(
+            "/api/v1/groups", json={"name": f"g{uuid.uuid4().hex[:8]}"}, headers={"Authorization": value}
+        ).status_code
+        for value in authorizations
+    ]
+
+
+def test_the_scheme_spelling_of_a_sup_token_does_not_make_a_new_client(
+    strict_client: TestClient, tokens: dict[str, str]
+) -> None:
+    secret = tokens["admin"]
+    assert _writes(strict_client, f"Bearer {secret}", f"bearer {secret}", f"BEARER   {secret}") == [
+        201,
+        201,
+        429,
+    ]
+    assert _writes(strict_client, f"Bearer {tokens['operator']}") == [201]  # another token: its own
+
+
+def test_every_token_of_one_person_shares_their_bucket(
+    strict_client: TestClient, issuer: LocalIssuer
+) -> None:
+    pat = [issuer.token("pat", jti=f"t{i}") for i in range(3)]  # three logins: three different JWTs
+    assert len(set(pat)) == 3
+    assert _writes(strict_client, *(f"Bearer {t}" for t in pat)) == [201, 201, 429]
+    assert _writes(strict_client, f"Bearer {issuer.token('kim')}") == [201]
+
+
+def test_made_up_credentials_share_the_address_bucket(strict_client: TestClient, issuer: LocalIssuer) -> None:
+    forged = LocalIssuer()  # the same issuer name, another key: the signature does not verify
+    made_up = [f"Bearer {forged.token('pat')}", "Bearer not-a-token", f"Bearer {forged.token('kim')}"]
+    assert _writes(strict_client, *made_up) == [401, 401, 429]
+    assert _writes(strict_client, f"Bearer {issuer.token('pat')}") == [201]  # pat is not throttled
+
+
+# --- self-service ------------------------------------------------------------------------------
+
+
+def test_the_self_service_source_is_the_keycloak_pull() -> None:
+    assert me_router.OIDC_SOURCE == keycloak_naming.SOURCE
+
+
+def _user(client: TestClient, admin: dict[str, str], sessions: sessionmaker[Session], **fields: Any) -> None:
+    source, external_id = fields.pop("source"), fields.pop("external_id")
+    created = client.post("/api/v1/users", json=fields, headers=admin)
+    assert created.status_code == 201, created.text
+    with sessions.begin() as session:
+        session.execute(
+            update(User)
+            .where(User.username == fields["username"])
+            .values(source=source, external_id=external_id)
+        )
+
+
+def test_me_is_the_keycloak_account_of_the_subject_only(
+    client: TestClient, issuer: LocalIssuer, admin: dict[str, str], sessions: sessionmaker[Session]
+) -> None:
+    # A SCIM connection's user whose externalId is the same string as a Keycloak subject, created
+    # first: it must not be the account of whoever holds a token with that subject.
+    _user(client, admin, sessions, username="okta_sam", source="scim:okta", external_id="kc-sam")
+    _user(client, admin, sessions, username="sam", source="keycloak", external_id="kc-sam")
+    _user(client, admin, sessions, username="api_uma", source="api", external_id="kc-uma")
+    sam = bearer(issuer.token("kc-sam"))
+    me = client.get("/api/v1/me", headers=sam)
+    assert me.status_code == 200 and me.json()["username"] == "sam"
+    key = ed25519_key("sam-laptop")
+    assert client.post("/api/v1/me/ssh-keys", json={"key": key}, headers=sam).status_code == 201
+    with sessions() as session:
+        okta_sam = session.query(User).filter_by(username="okta_sam").one()
+        assert okta_sam.ssh_keys == []
+
+    uma = client.get("/api/v1/me", headers=bearer(issuer.token("kc-uma")))
+    assert uma.status_code == 404, uma.text  # only an account of another source has that id
+
+
+def test_a_key_that_is_someone_elses_is_refused_without_naming_them(
+    client: TestClient, issuer: LocalIssuer, admin: dict[str, str], sessions: sessionmaker[Session]
+) -> None:
+    key = ed25519_key("shared")
+    _user(
+        client, admin, sessions, username="secret_owner", ssh_public_keys=[key], source="api", external_id="x"
+    )
+    _user(client, admin, sessions, username="sam", source="keycloak", external_id="kc-sam")
+    answer = client.post("/api/v1/me/ssh-keys", json={"key": key}, headers=bearer(issuer.token("kc-sam")))
+    assert answer.status_code == 409, answer.text
+    assert "secret_owner" not in answer.text and "another account" in answer.json()["detail"]
