@@ -20,7 +20,7 @@ U = TypeVar("U", bound=Hashable)
 
 @dataclass(frozen=True)
 class Flattened(Generic[G, U]):
-    """The effective members of each group, and the cycles found (each a sorted-as-found tuple of
+    """The effective members of each group, and the cycles found (each a tuple of
     the groups that contain one another; a group that contains itself is a cycle of one)."""
 
     members: dict[G, frozenset[U]]
