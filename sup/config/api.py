@@ -113,6 +113,12 @@ class ScimSettings(Section):
         description="derive: a group's POSIX name comes from its displayName by the `naming` rules "
         "('HPC Users' -> hpc_users); exact: the displayName must already be a POSIX group name",
     )
+    nested_groups: Literal["refuse", "flatten"] = Field(
+        "refuse",
+        description="a Group member of a Group (type Group, or a $ref to /Groups/ID, or the id of a "
+        "group): refuse answers 400; flatten stores the nested group's members (at any depth) as members, "
+        "as they are when the outer group is written",
+    )
     rate_limit: ScimRateLimit = ScimRateLimit()
     default_page_size: int = Field(100, ge=1, le=10000, description="resources per page without `count`")
     max_results: int = Field(

@@ -46,6 +46,11 @@ class KeycloakSettings(Section):
         "`naming` rules (lower case, other characters replaced; long names hashed)",
     )
     path_separator: Literal["-", "_", "."] = Field("-", description="joins path parts with group_names=path")
+    flatten_subgroups: bool = Field(
+        False,
+        description="members of a group's subgroups (at any depth, within groups_path) are members of "
+        "the group too; off: a group holds only its direct members in Keycloak",
+    )
     ssh_key_attribute: str = Field("sshPublicKey", description="user attribute holding OpenSSH keys")
     uid_attribute: str = Field("uidNumber", description="user attribute with a uid to honour, if any")
     gid_attribute: str = Field("gidNumber", description="user attribute with the private group's gid")

@@ -14,9 +14,10 @@ Users:
 - `groups` (read-only) lists the user's ordinary groups.
 
 Groups: `id` is `groups.scim_id`; `displayName` is kept as sent (`scim_display_name`), the POSIX
-name is derived from it (`scim.group_names`); `members` are users, by SCIM id. Private groups are
-not SCIM resources. A member's `display` is the user's displayName, else their userName (read-only:
-what an IdP sends there is not kept).
+name is derived from it (`scim.group_names`); `members` are users, by SCIM id; a member Group is
+refused or flattened into its users (`scim.nested_groups`). Private groups are not SCIM resources. A
+member's `display` is the user's displayName, else their userName (read-only: what an IdP sends there
+is not kept).
 """
 
 from __future__ import annotations
@@ -305,21 +306,41 @@ class GroupWrite:
     display_name: str
     external_id: str | None
     member_ids: list[str]
+    # Members that are Groups (type "Group", or a $ref to .../Groups/ID), by SCIM id, and the index
+    # each came at; `scim.nested_groups` decides what becomes of them (sup/scim/storage.py).
+    member_group_ids: dict[str, int] = field(default_factory=dict)
 
 
 def group_write(resource: Group) -> GroupWrite:
-    """A validated SCIM Group as what it asks of the store; members must be Users (by SCIM id)."""
+    """A validated SCIM Group as what it asks of the store: member Users and member Groups by SCIM id
+    (RFC 7643 §4.2: `type` is "User" or "Group"; without one, a `$ref` says which)."""
     if not resource.display_name:
         raise InvalidInput(FieldError("displayName", "required"))
     ids: list[str] = []
+    group_ids: dict[str, int] = {}
     for index, member in enumerate(resource.members or []):
-        kind = str(member.type) if member.type is not None else "User"
-        if kind.lower() != "user":
+        kind = _member_kind(member.type, member.ref)
+        if kind not in ("user", "group"):
             raise InvalidInput(
-                FieldError(f"members.{index}", f"only users can be members of a SUP group, not {kind!r}")
+                FieldError(f"members.{index}", f"a member is a User or a Group, not {str(member.type)!r}")
             )
         if not member.value:
             raise InvalidInput(FieldError(f"members.{index}", "value (the member's id) is required"))
-        if member.value not in ids:
+        if kind == "group":
+            group_ids.setdefault(member.value, index)
+        elif member.value not in ids:
             ids.append(member.value)
-    return GroupWrite(display_name=resource.display_name, external_id=resource.external_id, member_ids=ids)
+    return GroupWrite(
+        display_name=resource.display_name,
+        external_id=resource.external_id,
+        member_ids=ids,
+        member_group_ids=group_ids,
+    )
+
+
+def _member_kind(kind: str | None, ref: object) -> str:
+    if kind is not None:
+        return str(kind).lower()
+    if ref is not None and re.search(r"/Groups/[^/]+/?$", str(ref)):
+        return "group"
+    return "user"

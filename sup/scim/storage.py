@@ -37,6 +37,7 @@ from sqlalchemy import ColumnElement, func, select
 from sqlalchemy.orm import Session, joinedload, selectinload
 
 from sup.config import Settings
+from sup.domain.groups_flatten import flatten
 from sup.domain.posix import InvalidName, check_groupname
 from sup.domain.usernames import derive_username
 from sup.errors import Conflict, FieldError, InvalidInput
@@ -417,14 +418,19 @@ class SqlStorage(ScimStorage):
             )
         return name
 
-    def _member_names(self, ids: list[str]) -> list[str]:
+    def _member_names(self, ids: list[str]) -> tuple[list[str], list[str]]:
+        """The usernames of the member ids that name users, and the ids that name groups."""
         if not ids:
-            return []
+            return [], []
         rows = self.session.execute(
             select(StoreUser.scim_id, StoreUser.username).where(StoreUser.scim_id.in_(ids))
         )
         found: dict[str, str] = {row.scim_id: row.username for row in rows}
         missing = [i for i in ids if i not in found]
+        groups_named = set(self.session.scalars(select(StoreGroup.scim_id).where(
+            StoreGroup.scim_id.in_(missing), StoreGroup.private_user_id.is_(None)
+        ))) if missing else set()  # fmt: skip
+        missing = [i for i in missing if i not in groups_named]
         if missing:
             # RFC 7644 does not make a service provider check members' existence, and IdPs send ids of
             # users they failed to (or chose not to) provision: the others still become members.
@@ -434,13 +440,62 @@ class SqlStorage(ScimStorage):
                 len(missing),
                 ", ".join(repr(i) for i in missing[:10]),
             )
-        return [found[i] for i in ids if i in found]
+        return [found[i] for i in ids if i in found], [i for i in ids if i in groups_named]
 
-    def _group_input(self, write: GroupWrite, name: str) -> GroupInput:
+    def _members(self, write: GroupWrite, own_id: str | None) -> list[str]:
+        """The group's members: its member users and, per `scim.nested_groups`, its member groups'
+        (refused with a 400, or flattened into their users: sup/domain/groups_flatten.py)."""
+        names, untyped_groups = self._member_names(write.member_ids)
+        nested = {**write.member_group_ids, **dict.fromkeys(untyped_groups, -1)}
+        if not nested:
+            return names
+        if self.settings.scim.nested_groups == "refuse":
+            group_id, index = next(iter(nested.items()))
+            raise InvalidInput(
+                FieldError(
+                    "members" if index < 0 else f"members.{index}",
+                    f"member {group_id!r} is a Group: SUP groups hold users, and nested groups are "
+                    "refused (setting scim.nested_groups; `flatten` makes the nested group's members "
+                    "members of this group)",
+                )
+            )
+        return self._flattened(names, nested, own_id)
+
+    def _flattened(self, names: list[str], nested: dict[str, int], own_id: str | None) -> list[str]:
+        """`names` and the members of the groups `nested` names (a stored group holds users only:
+        its members are already its effective ones). A group of another source is a 403, as a
+        write to it would be: its members are not this connection's to hand out."""
+        found = self.session.scalars(
+            select(StoreGroup)
+            .where(StoreGroup.scim_id.in_(list(nested)), StoreGroup.private_user_id.is_(None))
+            .options(*_group_options())
+        ).all()
+        for group in found:
+            if group.scim_id != own_id:
+                self._check_writable("group", group.name, group.source)
+        unknown = set(nested) - {g.scim_id for g in found}
+        if unknown:
+            log.warning(
+                "SCIM connection %s: %d member group id(s) name no group and were left out: %s",
+                self.source,
+                len(unknown),
+                ", ".join(repr(i) for i in sorted(unknown)[:10]),
+            )
+        own = own_id or ""
+        direct: dict[str, set[str]] = {own: set(names)}
+        for group in found:
+            if group.scim_id != own:
+                direct[group.scim_id] = {m.user.username for m in group.memberships}
+        result = flatten(direct, {own: [g.scim_id for g in found]})
+        for cycle in result.cycles:
+            log.warning("SCIM connection %s: group %r lists itself as a member", self.source, cycle[0])
+        return names + sorted(result.members[own] - set(names))
+
+    def _group_input(self, write: GroupWrite, name: str, own_id: str | None = None) -> GroupInput:
         return GroupInput(
             name=name,
             source=self.source,
-            fields={"external_id": write.external_id, "members": self._member_names(write.member_ids)},
+            fields={"external_id": write.external_id, "members": self._members(write, own_id)},
             columns=SourceColumns(
                 values={"scim_display_name": write.display_name},
                 audited={"scim_display_name": "displayName"},
@@ -465,7 +520,7 @@ class SqlStorage(ScimStorage):
         self._check_writable("group", group.name, group.source)
         expected = self._check_version(group.version, expected_version)
         write = group_write(resource)
-        data = self._group_input(write, self.group_name(write.display_name, group))
+        data = self._group_input(write, self.group_name(write.display_name, group), group.scim_id)
         try:
             with invalid_values():
                 save_group(self.session, self.settings, self.actor, data, group, expected_version=expected)

@@ -283,3 +283,29 @@ def test_admin_events_apply_between_full_pulls(
     assert report is not None and report.ok, report
     assert report.suspended == ["quinn"]
     assert _groups(kc_sessions) == {"lab2": []}  # renamed; pat removed, quinn deleted
+
+
+def test_flattened_subgroups_members_are_members_of_the_parent(
+    realm: Realm, ldap_site: Callable[..., Site], store_engine: Engine, kc_sessions: sessionmaker[Session]
+) -> None:
+    """keycloak.flatten_subgroups: a member of /hpc/gpu is a member of /hpc, in the store and in LDAP;
+    a membership event in a subgroup reaches its parent too."""
+    site = ldap_site(keycloak={"flatten_subgroups": True})
+    settings = site.settings
+    rae, sam = realm.add_user("rae"), realm.add_user("sam")
+    hpc = realm.add_group("hpc")
+    gpu = realm.add_group("gpu", parent=hpc)
+    realm.admin.group_user_add(rae, gpu)
+
+    report = full_sync(settings, store_engine, kc_sessions)
+    assert report.ok and not report.group_cycles, report.as_json()
+    assert _groups(kc_sessions) == {"hpc": ["rae"], "gpu": ["rae"]}
+    site.converge()
+    hpc_entry = site.entry(site.group_dn("hpc"))
+    assert hpc_entry is not None and _members(site, hpc_entry) == ["rae"]
+
+    realm.admin.group_user_add(sam, gpu)
+    realm.admin.group_user_remove(rae, gpu)
+    events = events_sync(settings, store_engine, kc_sessions)
+    assert events is not None and events.ok, events
+    assert _groups(kc_sessions) == {"hpc": ["sam"], "gpu": ["sam"]}

@@ -40,6 +40,7 @@ class KcGroup:
     id: str
     name: str
     path: str
+    parent_id: str | None = None  # the group it is a subgroup of; None: a top-level group
 
 
 @dataclass
@@ -67,8 +68,15 @@ def user_of(raw: dict[str, Any]) -> KcUser:
     )
 
 
-def group_of(raw: dict[str, Any]) -> KcGroup:
-    return KcGroup(id=str(raw["id"]), name=str(raw["name"]), path=str(raw["path"]))
+def group_of(raw: dict[str, Any], parent_id: str | None = None) -> KcGroup:
+    """`parent_id`: the group whose children were listed (Keycloak 23+ also says so as parentId)."""
+    parent = parent_id or raw.get("parentId")
+    return KcGroup(
+        id=str(raw["id"]),
+        name=str(raw["name"]),
+        path=str(raw["path"]),
+        parent_id=None if not parent else str(parent),
+    )
 
 
 def in_scope(path: str, root: str) -> bool:
@@ -156,16 +164,19 @@ class RealmReader:
     def groups(self) -> dict[str, KcGroup]:
         """Every group (subgroups included) at or below settings.groups_path."""
         found: dict[str, KcGroup] = {}
-        todo: list[dict[str, Any]] = list(self.pages("groups", briefRepresentation="false"))
+        todo: list[tuple[dict[str, Any], str | None]] = [
+            (raw, None) for raw in self.pages("groups", briefRepresentation="false")
+        ]
         while todo:
-            raw = todo.pop()
-            group = group_of(raw)
+            raw, parent_id = todo.pop()
+            group = group_of(raw, parent_id)
             if in_scope(group.path, self.settings.groups_path):
                 found[group.id] = group
             elif not self.settings.groups_path.startswith(group.path + "/"):
                 continue  # neither inside the scope nor on the way to it
             if int(raw.get("subGroupCount") or 0) > 0:
-                todo.extend(self.pages(f"groups/{group.id}/children", briefRepresentation="false"))
+                children = self.pages(f"groups/{group.id}/children", briefRepresentation="false")
+                todo.extend((child, group.id) for child in children)
         return found
 
     def members(self, group_id: str) -> set[str]:

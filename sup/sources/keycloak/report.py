@@ -23,6 +23,7 @@ class SyncReport:
     members_added: int = 0
     members_removed: int = 0
     conflicts: list[str] = field(default_factory=list)
+    group_cycles: list[str] = field(default_factory=list)  # subgroups nested in a cycle (flattened)
     errors: list[str] = field(default_factory=list)
     refused: str | None = None
 

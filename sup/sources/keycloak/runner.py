@@ -161,9 +161,12 @@ def _read_named(
         if user is not None:
             snapshot.users[user_id] = user
     groups: dict[str, KcGroup] = {}
-    if group_event:
+    flatten = settings.keycloak is not None and settings.keycloak.flatten_subgroups
+    tree_read = group_event or (flatten and bool(member_users))
+    if tree_read:
         # A group created, renamed, moved or deleted: the group tree is small, read it whole (and the
-        # members of every group: a new or moved group may hold anybody).
+        # members of every group: a new or moved group may hold anybody). With flattened subgroups a
+        # membership change reaches the user's groups' parents: the tree says which they are.
         groups = source.groups()
         snapshot.groups = groups
     user_groups = {u: source.user_groups(u) for u in sorted(member_users & set(snapshot.users))}
@@ -173,7 +176,7 @@ def _read_named(
     snapshot.requests = source.requests
     scope = Scope(
         users=frozenset(user_ids),
-        groups_complete=group_event,
+        groups_complete=tree_read,
         member_groups=frozenset(snapshot.members),
         user_groups=user_groups,
     )

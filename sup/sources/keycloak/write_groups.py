@@ -2,9 +2,9 @@
 
 A Keycloak group (at or below keycloak.groups_path) is a store group with source `keycloak`, named by
 keycloak.group_names; its members are exactly its direct members in Keycloak that SUP holds as
-Keycloak users. A group gone from Keycloak is deleted (unless bound to a Slurm account: reported). A
-name held by another source is left alone and reported, unless `sources.precedence` lets Keycloak
-take it over.
+Keycloak users (with keycloak.flatten_subgroups, its subgroups' members too: nesting.py). A group
+gone from Keycloak is deleted (unless bound to a Slurm account: reported). A name held by another
+source is left alone and reported, unless `sources.precedence` lets Keycloak take it over.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from sup.groups import service as groups
 from sup.groups.upsert import GroupInput, save_group, take_over_group
 from sup.sources.keycloak.loaded import LoadedStore, guarded
 from sup.sources.keycloak.naming import ACTOR, SOURCE, group_name_of
+from sup.sources.keycloak.nesting import effective_members, effective_user_groups
 from sup.sources.keycloak.reader import KcGroup, RealmSnapshot
 from sup.sources.keycloak.report import Scope, SyncReport
 from sup.store.models import Group, User
@@ -117,13 +118,17 @@ def sync_members(
     by_id = {u.id: u for u in store.user_by_kc.values()}
     wanted: dict[str, set[int]] = {}
     checked: dict[str, set[int] | None] = {}  # group -> the users whose membership was read (None: all)
-    groups_read = snapshot.members if scope.member_groups is None else {
-        g: m for g, m in snapshot.members.items() if g in scope.member_groups
+    members_read, user_groups = snapshot.members, scope.user_groups
+    if settings.keycloak is not None and settings.keycloak.flatten_subgroups:
+        members_read = effective_members(snapshot, snapshot.groups, report)
+        user_groups = effective_user_groups(scope, snapshot.groups, report)
+    groups_read = members_read if scope.member_groups is None else {
+        g: m for g, m in members_read.items() if g in scope.member_groups
     }  # fmt: skip
     for kc_gid, kc_members in groups_read.items():
         wanted[kc_gid] = {store_id[m] for m in kc_members if m in store_id}
         checked[kc_gid] = None
-    for kc_uid, kc_gids in (scope.user_groups or {}).items():
+    for kc_uid, kc_gids in (user_groups or {}).items():
         if kc_uid not in store_id:
             continue
         for kc_gid in mapped:
