@@ -28,7 +28,7 @@ from sup.store import outbox
 from sup.store.models import TargetStatus
 from sup.store.session import is_postgresql
 from sup.store.snapshot import load_snapshot
-from sup.targets.base import DELETE, Change, Failure, ObserveError, Scope, TargetError
+from sup.targets.base import DELETE, AnyDetails, Change, Failure, ObserveError, Scope, TargetError
 from sup.targets.registry import SPECS
 from sup.targets.spec import TargetSpec
 
@@ -49,9 +49,9 @@ __all__ = ["Pass", "TargetOpener", "TargetPass", "plan_from_session", "run_pass"
 class TargetPass:
     target: str
     state: str
-    changes: list[Change] = field(default_factory=list)
+    changes: list[Change[AnyDetails]] = field(default_factory=list)
     error: str | None = None
-    applied: list[Change] = field(default_factory=list)
+    applied: list[Change[AnyDetails]] = field(default_factory=list)
     failed: list[Failure] = field(default_factory=list)
     scoped: bool = False  # read and planned only the users the outbox named (run_pass `scoped`)
     terminal: bool = False  # the error cannot go away by retrying, only when the input changes
@@ -73,7 +73,7 @@ class Pass:
     targets: list[TargetPass]
 
     @property
-    def changes(self) -> list[Change]:
+    def changes(self) -> list[Change[AnyDetails]]:
         return [c for t in self.targets for c in t.changes]
 
     @property

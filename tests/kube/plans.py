@@ -10,7 +10,7 @@ from typing import Any
 
 from sup.config import Settings
 from sup.domain.desired import DesiredGroup, DesiredState, DesiredUser
-from sup.targets.base import Change
+from sup.targets.base import UntypedChange
 from sup.targets.kube import KubeSettings
 from sup.targets.kube.diff import plan
 from sup.targets.kube.model import KIND_OF, Observed, ObservedObject
@@ -81,7 +81,7 @@ def served(
     return ObservedObject(kind, body)
 
 
-def applied(changes: list[Change]) -> Observed:
+def applied(changes: list[UntypedChange]) -> Observed:
     """The namespace after these creates were applied."""
     objects = {}
     for change in changes:
@@ -92,10 +92,10 @@ def applied(changes: list[Change]) -> Observed:
 
 def diff(
     desired: DesiredState, observed: Observed, kube: KubeSettings | None = None, now: datetime.datetime = NOW
-) -> list[Change]:
+) -> list[UntypedChange]:
     kube = kube or settings()
     return plan(desired, observed, Renderer(kube), kube, now)
 
 
-def brief(changes: list[Change]) -> list[tuple[str, str, str]]:
+def brief(changes: list[UntypedChange]) -> list[tuple[str, str, str]]:
     return [(c.action, c.kind, c.name) for c in changes]

@@ -132,9 +132,14 @@ def test_plan_orders_parents_defaults_and_removals() -> None:
         ("update", "user", "saul"),  # Operator, from the ops group
         ("delete", "association", "phys/stranger"),  # the store is authoritative in SUP's accounts
     ]
-    assert changes[1].details == {"cluster": "c1", "account": "phys", "user": "saul", "default_account": True}
-    assert changes[3].details == {"cluster": "c1", "default_account": {"old": "phys", "new": "chem"}}
-    assert changes[4].details == {"admin_level": {"old": "None", "new": "Operator"}}
+    assert changes[1].details_json() == {
+        "cluster": "c1",
+        "account": "phys",
+        "user": "saul",
+        "default_account": True,
+    }
+    assert changes[3].details_json() == {"cluster": "c1", "default_account": {"old": "phys", "new": "chem"}}
+    assert changes[4].details_json() == {"admin_level": {"old": "None", "new": "Operator"}}
     # The plan is pure: the same inputs give the same plan.
     assert plan(build(desired, settings), observed) == changes
 

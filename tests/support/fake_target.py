@@ -25,6 +25,7 @@ from sup.targets.base import (
     ObserveError,
     Scope,
     TargetError,
+    UntypedChange,
 )
 from sup.targets.spec import TargetContext, TargetSpec
 
@@ -82,9 +83,9 @@ class FakeTarget:
 
     def diff(
         self, desired: DesiredState, observed: tuple[dict[str, int], set[str]], scope: Scope | None = None
-    ) -> list[Change]:
+    ) -> list[UntypedChange]:
         uids, locked = observed
-        changes = []
+        changes: list[UntypedChange] = []
         for name, user in sorted(desired.users.items()):
             if name not in uids:
                 created: dict[str, Any] = {"uid": user.uid_number, "locked": not user.active}
@@ -96,10 +97,10 @@ class FakeTarget:
                 }
                 changes.append(Change(self.name, UPDATE, "user", name, details, subject=name))
         for name in sorted(set(uids) - set(desired.users)):
-            changes.append(Change(self.name, DELETE, "user", name, subject=name))
+            changes.append(Change(self.name, DELETE, "user", name, {}, subject=name))
         return changes
 
-    def apply(self, changes: Sequence[Change]) -> ApplyReport:
+    def apply(self, changes: Sequence[UntypedChange]) -> ApplyReport:
         report = ApplyReport()
         for change in changes:
             if change.name == self.fail_user:

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from sup.targets.base import CREATE, DELETE, REPORT, UPDATE, ApplyReport, Change, Failure
+from sup.targets.base import CREATE, DELETE, REPORT, UPDATE, ApplyReport, Failure, UntypedChange
 from sup.targets.kube import names
 from sup.targets.kube.client import KubeApiError, KubeClient
 from sup.targets.kube.model import API_KIND, NETWORK_POLICY, PVC, SERVICE, WORKLOAD, needs
@@ -37,7 +37,7 @@ class _Run:
         self.workers = workers
         self.report = ApplyReport()
 
-    def execute(self, changes: Sequence[Change]) -> None:
+    def execute(self, changes: Sequence[UntypedChange]) -> None:
         if not changes:
             return
         with ThreadPoolExecutor(max_workers=min(self.workers, len(changes))) as pool:
@@ -48,7 +48,7 @@ class _Run:
             else:
                 self.report.failed.append(Failure(change, error))
 
-    def _one(self, change: Change) -> str | None:
+    def _one(self, change: UntypedChange) -> str | None:
         try:
             _perform(self.client, self.field_manager, change)
         except KubeApiError as exc:
@@ -56,7 +56,7 @@ class _Run:
         return None
 
 
-def _perform(client: KubeClient, field_manager: str, change: Change) -> None:
+def _perform(client: KubeClient, field_manager: str, change: UntypedChange) -> None:
     details = change.details
     uid = str(details.get("uid") or "") or None
     if change.action == DELETE:
@@ -95,7 +95,7 @@ def _mark(client: KubeClient, manager: str, name: str, value: Any, uid: str | No
 
 
 def apply_changes(
-    client: KubeClient, field_manager: str, changes: Sequence[Change], workers: int
+    client: KubeClient, field_manager: str, changes: Sequence[UntypedChange], workers: int
 ) -> ApplyReport:
     run = _Run(client, field_manager, workers)
     for change in changes:
@@ -105,7 +105,7 @@ def apply_changes(
     writes = [c for c in changes if c.action in (CREATE, UPDATE)]
     run.execute([c for c in writes if c.kind in (PVC, NETWORK_POLICY)])
     failed = {(f.change.kind, f.change.name) for f in run.report.failed if f.change.action != REPORT}
-    second: list[Change] = []
+    second: list[UntypedChange] = []
     for change in writes:
         if change.kind not in (SERVICE, WORKLOAD):
             continue

@@ -26,7 +26,7 @@ from dataclasses import replace
 from typing import Any
 
 from sup.domain.desired import DesiredState, DesiredUser
-from sup.targets.base import CREATE, DELETE, REPORT, UPDATE, Change
+from sup.targets.base import CREATE, DELETE, REPORT, UPDATE, Change, UntypedChange
 from sup.targets.kube import names
 from sup.targets.kube.drift import differences
 from sup.targets.kube.memo import VERIFIED
@@ -59,8 +59,8 @@ def plan(
     renderer: Renderer,
     settings: KubeSettings,
     now: datetime.datetime,
-) -> list[Change]:
-    changes: list[Change] = []
+) -> list[UntypedChange]:
+    changes: list[UntypedChange] = []
     wanted = _wanted(desired, observed, renderer, settings, changes)
     blocked = _blocked(wanted, observed, settings.namespace, changes)
     for key, item in wanted.items():
@@ -91,7 +91,7 @@ def plan(
     return sorted(changes, key=_order)
 
 
-def _order(change: Change) -> tuple[int, int, str, str]:
+def _order(change: UntypedChange) -> tuple[int, int, str, str]:
     kinds = _DELETE_ORDER if change.action == DELETE else _KIND_ORDER
     return (_ACTION_ORDER[change.action], kinds.get(change.kind, 9), change.name, str(change.subject))
 
@@ -104,7 +104,7 @@ def _wanted(
     observed: Observed,
     renderer: Renderer,
     settings: KubeSettings,
-    changes: list[Change],
+    changes: list[UntypedChange],
 ) -> dict[tuple[str, str], Wanted]:
     items: list[Wanted] = []
     for name in sorted(desired.users):
@@ -155,7 +155,7 @@ def _user_objects(user: DesiredUser, observed: Observed, renderer: Renderer, nam
 
 
 def _blocked(
-    wanted: Mapping[tuple[str, str], Wanted], observed: Observed, namespace: str, changes: list[Change]
+    wanted: Mapping[tuple[str, str], Wanted], observed: Observed, namespace: str, changes: list[UntypedChange]
 ) -> set[tuple[str, str]]:
     """Wanted objects whose name an object SUP did not create holds, and the workloads that need
     them (a pod never runs without its NetworkPolicy, nor mounts a claim that is not SUP's)."""
@@ -228,7 +228,7 @@ def summary(kind: str, manifest: Manifest) -> dict[str, Any]:
     return {"ssh_from": sources or "nobody", "egress_rules": len(spec.get("egress") or [])}
 
 
-def _create(item: Wanted, namespace: str) -> Change:
+def _create(item: Wanted, namespace: str) -> UntypedChange:
     manifest = _with_hash(item.manifest)
     details: dict[str, Any] = {
         "object": _describe(item.kind, item.name),
@@ -244,7 +244,7 @@ def _storage(body: Mapping[str, Any]) -> str | None:
     return None if value is None else str(value)
 
 
-def _claim_adjustments(item: Wanted, have: ObservedObject, changes: list[Change]) -> None:
+def _claim_adjustments(item: Wanted, have: ObservedObject, changes: list[UntypedChange]) -> None:
     """Never shrink a claim, never touch its immutable fields, grow it only once it is bound."""
     spec = item.manifest["spec"]
     have_spec = have.body.get("spec", {})
@@ -277,8 +277,8 @@ def _claim_adjustments(item: Wanted, have: ObservedObject, changes: list[Change]
         changes.append(Change(TARGET, REPORT, PVC, item.name, {"reason": reason}, item.subject))
 
 
-def _update(item: Wanted, have: ObservedObject, settings: KubeSettings) -> list[Change]:
-    changes: list[Change] = []
+def _update(item: Wanted, have: ObservedObject, settings: KubeSettings) -> list[UntypedChange]:
+    changes: list[UntypedChange] = []
     if item.kind == PVC:
         _claim_adjustments(item, have, changes)
     manifest = _with_hash(item.manifest)
@@ -317,7 +317,7 @@ def owner_of(have: ObservedObject) -> str | None:
     return have.annotations.get(names.USER_ANNOTATION)
 
 
-def _delete(have: ObservedObject, reason: str) -> Change:
+def _delete(have: ObservedObject, reason: str) -> UntypedChange:
     details = {"object": f"{API_KIND[have.kind]} {have.name}", "reason": reason, "uid": have.uid}
     return Change(TARGET, DELETE, have.kind, have.name, details, owner_of(have))
 
@@ -336,7 +336,7 @@ def parse_time(text: str) -> datetime.datetime | None:
 
 def _retire_claim(
     have: ObservedObject, retention: datetime.timedelta | None, now: datetime.datetime, namespace: str
-) -> Iterable[Change]:
+) -> Iterable[UntypedChange]:
     """A home claim without an active user: mark when that was first seen; delete after retention."""
     if retention is not None and retention.total_seconds() == 0:
         return [_delete(have, "its user is no longer active and kube.pvc_retention is 0s")]

@@ -26,8 +26,8 @@ from sup.targets.base import (
     REMOVE_MEMBERS,
     REPORT,
     ApplyReport,
-    Change,
     Failure,
+    UntypedChange,
 )
 from sup.targets.slurm.diff import ACCOUNT, ASSOCIATION, COORDINATOR, USER
 from sup.targets.slurm.model import BY_KEY, Observed, parse_tres, same, tres_text
@@ -72,7 +72,7 @@ class Operation:
     """One command template and the changes it carries, each with the name it adds to the list."""
 
     template: Template
-    items: list[tuple[str, Change]] = field(default_factory=list)
+    items: list[tuple[str, UntypedChange]] = field(default_factory=list)
 
 
 def _partition(details: Any) -> str:
@@ -116,7 +116,7 @@ def text_options(details: Any, *, update: bool) -> tuple[str, ...]:
     return tuple(options)
 
 
-def _account_templates(change: Change) -> list[tuple[Template, str]]:
+def _account_templates(change: UntypedChange) -> list[tuple[Template, str]]:
     d = change.details
     where = ("modify", "account", "where")
     after: tuple[str, ...]
@@ -142,7 +142,7 @@ def _account_templates(change: Change) -> list[tuple[Template, str]]:
     return [(Template("modify_account", where, "Name={}", after), change.name)]
 
 
-def _association_template(change: Change) -> tuple[Template, str]:
+def _association_template(change: UntypedChange) -> tuple[Template, str]:
     d = change.details
     cluster, account, user, part = d["cluster"], d["account"], d["user"], _partition(d)
     if change.action == CREATE:
@@ -161,7 +161,7 @@ def _association_template(change: Change) -> tuple[Template, str]:
     return Template("modify_association", ("modify", "user", "where"), "Name={}", after), user
 
 
-def _templates(change: Change) -> list[tuple[Template, str]]:
+def _templates(change: UntypedChange) -> list[tuple[Template, str]]:
     """The commands that carry this change, each with the name it contributes (none for a report)."""
     if change.action == REPORT:
         return []
@@ -171,7 +171,7 @@ def _templates(change: Change) -> list[tuple[Template, str]]:
     return [found] if found is not None else []
 
 
-def _template(change: Change) -> tuple[Template, str] | None:
+def _template(change: UntypedChange) -> tuple[Template, str] | None:
     d = change.details
     if change.kind == ASSOCIATION:
         return _association_template(change)
@@ -199,7 +199,7 @@ def _rank(kind: str) -> tuple[int, int, int]:
     raise ValueError(kind)
 
 
-def operations(changes: Sequence[Change]) -> list[list[Operation]]:
+def operations(changes: Sequence[UntypedChange]) -> list[list[Operation]]:
     """Group changes by command template, per phase, keeping the order of the changes within a kind
     (the diff lists parents first)."""
     by_template: dict[Template, Operation] = {}
@@ -210,9 +210,11 @@ def operations(changes: Sequence[Change]) -> list[list[Operation]]:
     return [[op for op in ordered if _rank(op.template.kind)[0] == number] for number in range(len(PHASES))]
 
 
-def chunks(items: Sequence[tuple[str, Change]], size: int) -> Iterator[list[tuple[str, Change]]]:
+def chunks(
+    items: Sequence[tuple[str, UntypedChange]], size: int
+) -> Iterator[list[tuple[str, UntypedChange]]]:
     """Runs of at most `size` distinct names and MAX_ARG_CHARS characters."""
-    current: list[tuple[str, Change]] = []
+    current: list[tuple[str, UntypedChange]] = []
     names: set[str] = set()
     length = 0
     for name, change in items:
@@ -227,14 +229,14 @@ def chunks(items: Sequence[tuple[str, Change]], size: int) -> Iterator[list[tupl
         yield current
 
 
-def joined(items: Sequence[tuple[str, Change]]) -> str:
+def joined(items: Sequence[tuple[str, UntypedChange]]) -> str:
     return ",".join(dict.fromkeys(name for name, _ in items))
 
 
 # --- verification ------------------------------------------------------------------------------------
 
 
-def satisfied(change: Change, observed: Observed) -> bool:
+def satisfied(change: UntypedChange, observed: Observed) -> bool:
     """Does the (re-read) state show this change as done?"""
     d = change.details
     if change.kind == ACCOUNT:
@@ -307,7 +309,7 @@ def satisfied(change: Change, observed: Observed) -> bool:
 @dataclass
 class _Batch:
     operation: Operation
-    items: list[tuple[str, Change]]
+    items: list[tuple[str, UntypedChange]]
     message: str | None = None  # what sacctmgr said when this batch did not plainly succeed
 
 
@@ -323,7 +325,7 @@ class Applier:
         self._failed: dict[int, Failure] = {}
         self._done: set[int] = set()
 
-    def run(self, changes: Sequence[Change]) -> ApplyReport:
+    def run(self, changes: Sequence[UntypedChange]) -> ApplyReport:
         for phase in operations(changes):
             batches = [_Batch(op, chunk) for op in phase for chunk in chunks(op.items, self.chunk_size)]
             self._phase(batches)
@@ -345,7 +347,7 @@ class Applier:
             log.info("sacctmgr %s: %s", batch.operation.template.kind, result.message)
         return False
 
-    def _fail(self, change: Change, message: str | None) -> None:
+    def _fail(self, change: UntypedChange, message: str | None) -> None:
         error = message or "sacctmgr reported success, yet slurmdbd does not show it"
         if message and message.lower().startswith(("nothing", "request didn't")):
             error = f"sacctmgr changed nothing and slurmdbd still differs ({message})"

@@ -25,7 +25,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from sup.targets.base import ADD_MEMBERS, CREATE, DELETE, REMOVE_MEMBERS, REPORT, UPDATE, Change
+from sup.targets.base import (
+    ADD_MEMBERS,
+    CREATE,
+    DELETE,
+    REMOVE_MEMBERS,
+    REPORT,
+    UPDATE,
+    Change,
+    UntypedChange,
+)
 from sup.targets.slurm.desired import SlurmDesired
 from sup.targets.slurm.model import ATTRIBUTES, DEFAULT_FAIRSHARE, ClusterState, Observed, same
 
@@ -48,18 +57,18 @@ class _Plan:
     """Changes collected by phase, concatenated in apply order at the end."""
 
     def __init__(self) -> None:
-        self.accounts: list[Change] = []
-        self.adds_default: list[Change] = []
-        self.adds: list[Change] = []
-        self.moves: list[Change] = []
-        self.modifications: list[Change] = []
-        self.coordinator_adds: list[Change] = []
-        self.coordinator_removals: list[Change] = []
-        self.removals: list[Change] = []
-        self.account_removals: list[Change] = []
-        self.reports: list[Change] = []
+        self.accounts: list[UntypedChange] = []
+        self.adds_default: list[UntypedChange] = []
+        self.adds: list[UntypedChange] = []
+        self.moves: list[UntypedChange] = []
+        self.modifications: list[UntypedChange] = []
+        self.coordinator_adds: list[UntypedChange] = []
+        self.coordinator_removals: list[UntypedChange] = []
+        self.removals: list[UntypedChange] = []
+        self.account_removals: list[UntypedChange] = []
+        self.reports: list[UntypedChange] = []
 
-    def changes(self) -> list[Change]:
+    def changes(self) -> list[UntypedChange]:
         return [
             *self.accounts,
             *self.adds_default,
@@ -74,7 +83,7 @@ class _Plan:
         ]
 
 
-def plan(desired: SlurmDesired, observed: Observed) -> list[Change]:
+def plan(desired: SlurmDesired, observed: Observed) -> list[UntypedChange]:
     out = _Plan()
     exists_after: set[str] = set(observed.admin_levels)
     for cluster in desired.clusters:

@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import ClassVar
 
 from sup.domain.desired import DesiredState
-from sup.targets.base import REPORT, ApplyReport, Change, ObserveError, Scope
+from sup.targets.base import REPORT, ApplyReport, ObserveError, Scope, UntypedChange
 from sup.targets.slurm import parse
 from sup.targets.slurm.apply import Applier
 from sup.targets.slurm.desired import build
@@ -78,12 +78,14 @@ class SlurmTarget:
 
     # --- diff --------------------------------------------------------------------------------------
 
-    def diff(self, desired: DesiredState, observed: Observed, scope: Scope | None = None) -> list[Change]:
+    def diff(
+        self, desired: DesiredState, observed: Observed, scope: Scope | None = None
+    ) -> list[UntypedChange]:
         return plan(build(desired, self.config), observed)
 
     # --- apply -------------------------------------------------------------------------------------
 
-    def apply(self, changes: Sequence[Change]) -> ApplyReport:
+    def apply(self, changes: Sequence[UntypedChange]) -> ApplyReport:
         if all(change.action == REPORT for change in changes):
             return ApplyReport()
         applier = Applier(self.sacctmgr, self.config.chunk_size, self.observe)
