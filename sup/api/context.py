@@ -88,7 +88,7 @@ Viewer = Annotated[ApiContext, requires(Role.viewer)]
 Operator = Annotated[ApiContext, requires(Role.operator)]
 Admin = Annotated[ApiContext, requires(Role.admin)]
 
-_ETAG = re.compile(r'^(W/)?"?(\d{1,18})"?$')
+_ETAG = re.compile(r'(W/)?"?([0-9]{1,18})"?')
 
 
 def if_match(
@@ -100,7 +100,7 @@ def if_match(
     """The version the client expects, from If-Match (`"3"`, `W/"3"` or `*` for any)."""
     if value is None or value.strip() == "*":
         return None
-    match = _ETAG.match(value.strip())
+    match = _ETAG.fullmatch(value.strip())
     if match is None:
         raise InvalidInput(FieldError("If-Match", 'must be an ETag this API returned, such as "3"'))
     return int(match.group(2))

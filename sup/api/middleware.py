@@ -42,7 +42,7 @@ class RequestIdMiddleware:
             await self.app(scope, receive, send)
             return
         incoming = dict(scope.get("headers", [])).get(b"x-request-id", b"").decode("latin-1")
-        request_id = incoming if _SAFE_REQUEST_ID.match(incoming) else uuid.uuid4().hex
+        request_id = incoming if _SAFE_REQUEST_ID.fullmatch(incoming) else uuid.uuid4().hex
         scope.setdefault("state", {})["request_id"] = request_id
         token = request_id_var.set(request_id)  # every log record of this request carries it
 

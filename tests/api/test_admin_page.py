@@ -25,6 +25,7 @@ class _Tables(HTMLParser):
     def __init__(self) -> None:
         super().__init__()
         self.tables: dict[str, list[list[str]]] = {}
+        self.headers: dict[str, list[str]] = {}  # table id -> the text of its header cells
         self.elements: list[tuple[str, dict[str, str | None]]] = []
         self.by_id: dict[str, str] = {}
         self._table: str | None = None
@@ -41,7 +42,7 @@ class _Tables(HTMLParser):
             self.tables[self._table or ""] = []
         elif tag == "tr" and self._table is not None:
             self._row = []
-        elif tag == "td" and self._row is not None:
+        elif tag in ("td", "th") and self._row is not None:
             self._cell = []
 
     def handle_endtag(self, tag: str) -> None:
@@ -49,7 +50,10 @@ class _Tables(HTMLParser):
             opened, _ = self._id_stack.pop()
             if opened == tag:
                 break
-        if tag == "td" and self._row is not None and self._cell is not None:
+        if tag == "th" and self._table is not None and self._cell is not None:
+            self.headers.setdefault(self._table, []).append(" ".join("".join(self._cell).split()))
+            self._cell = None
+        elif tag == "td" and self._row is not None and self._cell is not None:
             self._row.append(" ".join("".join(self._cell).split()))
             self._cell = None
         elif tag == "tr" and self._row is not None and self._table is not None:
@@ -98,7 +102,8 @@ def test_the_admin_page_shows_users_status_plan_and_audit(
 
     users = {row[0]: row for row in page.tables["users"]}
     assert set(users) == {"kim", "saul"}
-    # username, name, uid, state, then ldap, slurm, kube: no target is configured here.
+    # username, name, uid, state, then a column per registered target: none is configured here.
+    assert page.headers["users"] == ["username", "name", "uid", "state", "ldap", "slurm", "kube"]
     assert users["saul"][1:] == ["Saul", "10001", "active", "disabled", "disabled", "disabled"]
     assert users["kim"][1] == HOSTILE  # shown as text ...
     assert not any(tag == "img" for tag, _ in page.elements)  # ... never made into an element

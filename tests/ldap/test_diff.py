@@ -9,10 +9,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sup.domain.desired import DesiredState
+from sup.domain.gecos import gecos_text
 from sup.targets.base import CREATE, REPORT
 from sup.targets.ldap import dn as dnlib
 from sup.targets.ldap.diff import plan
-from sup.targets.ldap.entries import ascii_gecos, ascii_mail
+from sup.targets.ldap.entries import ascii_mail, wanted_entries
 from sup.targets.ldap.layout import Layout
 from sup.targets.ldap.model import Observed, ObservedEntry
 from tests.ldap.plans import BASE, EMPTY, PLACEHOLDER, layout, simulate, state, user
@@ -227,5 +228,11 @@ def test_mail_is_written_in_ascii_or_not_at_all(email: str | None, written: str 
 
 
 def test_gecos_is_ascii() -> None:
-    assert ascii_gecos("Jürgen  Müller-Łukasz", "x") == "Jurgen Muller-ukasz"
-    assert ascii_gecos("王小明", "wang") == "wang"
+    assert gecos_text("Jürgen  Müller-Łukasz", "x") == "Jurgen Muller-ukasz"
+    assert gecos_text("王小明", "wang") == "wang"
+
+
+def test_gecos_has_no_colon() -> None:
+    wanted = wanted_entries(state([user("kim", 10001, display_name="Kim: Wexler")], {}), layout())
+    kim = wanted.entries[dnlib.normalize(layout().user_dn("kim"))]
+    assert kim.attributes["gecos"] == ("Kim Wexler",) and kim.attributes["cn"] == ("Kim: Wexler",)

@@ -2,7 +2,6 @@
 // the API is written with textContent (never innerHTML): a display name is text, not markup.
 "use strict";
 
-const TARGETS = ["ldap", "slurm", "kube"];
 const KEY = "sup-admin-token";
 const $ = (id) => document.getElementById(id);
 
@@ -43,18 +42,36 @@ async function api(path) {
   return response.json();
 }
 
+// One column per target, in the order the server lists them (SUP's target registry): the page names
+// no target itself, so a new target shows up here without a change.
+function targetColumns(names) {
+  const head = $("users").tHead.rows[0];
+  head.querySelectorAll("th.target").forEach((th) => th.remove());
+  for (const name of names) {
+    const th = document.createElement("th");
+    th.className = "target";
+    th.textContent = name;
+    head.appendChild(th);
+  }
+}
+
 async function loadUsers() {
   const page = await api("/api/v1/users?limit=200");
   const rows = [];
+  let targets = null;
   for (const user of page.items) {
     const status = await api(`/api/v1/users/${encodeURIComponent(user.username)}/status`);
+    if (targets === null) {
+      targets = status.targets.map((t) => t.target);
+      targetColumns(targets);
+    }
     const byTarget = Object.fromEntries(status.targets.map((t) => [t.target, t]));
     rows.push([
       cell(user.username),
       cell(user.display_name),
       cell(user.uid_number),
       cell(user.active ? "active" : "suspended"),
-      ...TARGETS.map((t) => {
+      ...targets.map((t) => {
         const s = byTarget[t] || { state: "unknown" };
         return cell(s.state, s.state, s.last_error);
       }),

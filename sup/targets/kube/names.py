@@ -43,7 +43,7 @@ _MAX_KEY = _MAX_SLUG + 3 + _HASH_HEX  # 39
 
 def key(name: str) -> str:
     """The DNS-1123-safe, label-value-safe, injective key of a POSIX user or group name."""
-    if len(name) <= _MAX_KEY and DNS_LABEL.match(name) and "--" not in name:
+    if len(name) <= _MAX_KEY and DNS_LABEL.fullmatch(name) and "--" not in name:
         return name
     slug = re.sub(r"-+", "-", re.sub(r"[^a-z0-9-]", "-", name.lower())).strip("-")[:_MAX_SLUG].rstrip("-")
     digest = hashlib.sha256(name.encode()).hexdigest()[:_HASH_HEX]

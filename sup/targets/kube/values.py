@@ -40,7 +40,7 @@ class InvalidValue(ValueError):
 def parse_quantity(text: str | int | float) -> Decimal:
     """A Kubernetes quantity ("8Gi", "500m", "4", "1e3") as a number, so "4" equals "4000m"."""
     value = str(text).strip()
-    match = _QUANTITY.match(value)
+    match = _QUANTITY.fullmatch(value)
     if not match:
         raise InvalidValue(f"{value!r} is not a Kubernetes quantity (e.g. 4, 500m, 8Gi, 100G)")
     number, suffix = match.groups()
@@ -56,12 +56,15 @@ def parse_quantity(text: str | int | float) -> Decimal:
 
 
 def positive_quantity(text: str) -> str:
+    """A quantity for a manifest, exactly as given: surrounding whitespace would reach the API server."""
+    if text != text.strip():
+        raise InvalidValue(f"{text!r} has surrounding whitespace")
     if parse_quantity(text) <= 0:
         raise InvalidValue(f"{text!r} must be greater than zero")
     return text
 
 
-_DURATION = re.compile(r"^(\d+)([smhd])$")
+_DURATION = re.compile(r"([0-9]+)([smhd])")
 _UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 KEEP = "keep"
 
@@ -70,7 +73,7 @@ def parse_retention(text: str) -> datetime.timedelta | None:
     """`keep` -> None (never delete); `30d`, `12h`, `90m`, `0s` -> that duration."""
     if text == KEEP:
         return None
-    match = _DURATION.match(text)
+    match = _DURATION.fullmatch(text)
     if not match:
         raise InvalidValue(f"{text!r} must be 'keep' or a duration such as 30d, 12h, 90m or 0s")
     return datetime.timedelta(seconds=int(match.group(1)) * _UNIT[match.group(2)])
@@ -84,7 +87,7 @@ _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9
 
 def dns_label(text: str, what: str = "name") -> str:
     """RFC 1123 label: what namespaces and Service names must be (at most 63 characters)."""
-    if len(text) > 63 or not DNS_LABEL.match(text):
+    if len(text) > 63 or not DNS_LABEL.fullmatch(text):
         raise InvalidValue(
             f"{what} {text!r} must be at most 63 lower-case letters, digits or '-', "
             "starting and ending with a letter or digit"
@@ -94,9 +97,9 @@ def dns_label(text: str, what: str = "name") -> str:
 
 def label_key(text: str) -> str:
     prefix, slash, name = text.rpartition("/")
-    if slash and (not prefix or len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)):
+    if slash and (not prefix or len(prefix) > 253 or not _DNS_SUBDOMAIN.fullmatch(prefix)):
         raise InvalidValue(f"label key {text!r}: the prefix must be a DNS subdomain")
-    if not name or len(name) > 63 or not _LABEL_NAME.match(name):
+    if not name or len(name) > 63 or not _LABEL_NAME.fullmatch(name):
         raise InvalidValue(
             f"label key {text!r}: the name must be at most 63 letters, digits, '-', '_' or '.'"
         )
@@ -104,7 +107,7 @@ def label_key(text: str) -> str:
 
 
 def label_value(text: str) -> str:
-    if len(text) > 63 or not _LABEL_VALUE.match(text):
+    if len(text) > 63 or not _LABEL_VALUE.fullmatch(text):
         raise InvalidValue(
             f"label value {text!r} must be at most 63 letters, digits, '-', '_' or '.', "
             "starting and ending with a letter or digit"

@@ -8,7 +8,6 @@ cannot go into the directory are refused here, with a message, before anything i
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -103,13 +102,6 @@ def _one(value: str | None) -> tuple[str, ...]:
     return (value,) if value else ()
 
 
-def ascii_gecos(text: str, fallback: str) -> str:
-    """gecos is an IA5 (ASCII) string in RFC 2307: strip accents, drop what has no ASCII form."""
-    folded = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode()
-    folded = " ".join(folded.split())
-    return folded or fallback
-
-
 def ascii_mail(email: str | None) -> str | None:
     """`mail` is an IA5 (ASCII) string: an internationalized domain is written in its IDNA form;
     an address whose local part is not ASCII has no such form and is left out."""
@@ -142,7 +134,7 @@ def _user_entry(user: DesiredUser, layout: Layout, result: WantedSet) -> Wanted 
         "gidNumber": (str(user.gid_number),),
         "homeDirectory": (user.home_directory,),
         "loginShell": (user.login_shell,),
-        "gecos": (ascii_gecos(cn, name),),
+        "gecos": (user.gecos,),
         "sshPublicKey": tuple(sorted(set(user.ssh_public_keys))),
     }
     if _refuse_values(USER, name, name, dn, attributes, result):

@@ -83,7 +83,7 @@ def _parse_options(options: Sequence[str], default_section: str) -> list[tuple[s
         head, equals, value = option.partition("=")
         section, colon, key = head.rpartition(":") if ":" in head else ("", "", head)
         key = key.strip()
-        if not equals or not _KEY.match(key):
+        if not equals or not _KEY.fullmatch(key):
             raise SssdConfigError(f"option {option!r} is not KEY=VALUE or SECTION:KEY=VALUE")
         parsed.append((section.strip() if colon else default_section, key, _single_line(key, value.strip())))
     return parsed

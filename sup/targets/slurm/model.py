@@ -49,11 +49,11 @@ DEFAULT_FAIRSHARE = "1"  # what Slurm gives an association that names none
 Values = Mapping[str, str]
 
 _UNITS: dict[str, int] = {"": 0, "K": 1, "M": 2, "G": 3, "T": 4, "P": 5}
-_TRES_ITEM = re.compile(r"^(\d+)([KMGTP]?)$")
+_TRES_ITEM = re.compile(r"([0-9]+)([KMGTP]?)")
 
 
 def _tres_amount(name: str, amount: str) -> int | str:
-    match = _TRES_ITEM.match(amount.strip().upper())
+    match = _TRES_ITEM.fullmatch(amount.strip().upper())
     if not match:
         return amount.strip()
     number, unit = int(match.group(1)), match.group(2)

@@ -83,7 +83,7 @@ def accounts(text: str) -> dict[str, AccountInfo]:
     records: list[list[str]] = []
     for line in text.splitlines():
         head = line.split("|", len(ACCOUNT_FIELDS) - 1)
-        if len(head) == len(ACCOUNT_FIELDS) and _ACCOUNT_NAME.match(head[0].strip().lower()):
+        if len(head) == len(ACCOUNT_FIELDS) and _ACCOUNT_NAME.fullmatch(head[0].strip().lower()):
             records.append(head)
         elif records:  # a line break inside the previous description
             records[-1][-1] += "\n" + line

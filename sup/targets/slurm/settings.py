@@ -84,7 +84,7 @@ class SlurmSettings(Section):
 
 
 def _slurm_name(value: str, what: str) -> str:
-    if not _SLURM_NAME.match(value):
+    if not _SLURM_NAME.fullmatch(value):
         raise ValueError(
             f"{what} {value!r} is not a valid Slurm name (lower-case letters, digits, '_', '.', '-')"
         )
