@@ -25,8 +25,9 @@ def test_applying_a_stale_plan_again_is_harmless(
     for name in ("kim", "saul", "lalo", "nacho"):
         h.add_user(store, settings, name, "physics")
     h.add_account(store, "phys", group="physics", fairshare=10)
+    planner = SlurmTarget(target_context(SPEC, settings, store.kw["bind"]))
+    changes = planner.diff(desired_state(store, settings), planner.observe())  # what `sup plan` shows
     first = SlurmTarget(target_context(SPEC, settings, store.kw["bind"]))
-    changes = first.diff(desired_state(store, settings), first.observe())  # the plan `sup plan` shows
     report = first.apply(changes)
     assert (len(report.applied), report.failed) == (len(changes), [])
     assert first.sacctmgr.reads == 0  # every call exited 0: nothing to verify
