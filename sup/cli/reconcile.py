@@ -81,6 +81,7 @@ def reconcile(
                 apply=True,
                 force=force,
                 progress=step,
+                actor=cli.actor,
             )
     except LockTimeout as exc:
         fail(f"{exc}; another reconcile is running", Exit.CONFLICT)

@@ -47,7 +47,12 @@ async def post_reconcile(ctx: Operator, body: ReconcileRequest | None = None) ->
         try:
             with exclusive(ctx.engine, "reconcile", timeout=0):
                 result = run_pass(
-                    ctx.settings, ctx.sessions, only=request.targets, apply=True, force=request.force
+                    ctx.settings,
+                    ctx.sessions,
+                    only=request.targets,
+                    apply=True,
+                    force=request.force,
+                    actor=ctx.actor,
                 )
         except LockTimeout as exc:
             raise Conflict(f"{exc}; another reconcile is running, retry later") from exc
