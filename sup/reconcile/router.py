@@ -35,7 +35,9 @@ def get_plan(
 class ReconcileRequest(Body):
     targets: list[TargetName] | None = Field(None, description="only these targets (default: all enabled)")
     force: bool = Field(
-        False, description="apply even when a target deletes more than reconcile.max_deletions"
+        False,
+        description="apply even when a guard refuses (reconcile.max_deletions, max_suspensions, the window "
+        "budgets); the override is audited",
     )
 
 
