@@ -9,6 +9,10 @@ Writes belong to a SCIM connection (the token's name): what a connection creates
 `scim:NAME`, and a connection may change or delete only its own users and groups unless
 `scim.cross_connection_writes` is on (403 otherwise; the resource stays readable, so an IdP that
 matched it by userName gets a clear refusal instead of a 404 that would make it create a duplicate).
+Likewise a group's members resolve only to the connection's own users (and those already members):
+ids of other sources' users are left out, as unknown ids are. A privileged group (an admin or
+coordinator group) is created or filled only by the sources `sources.privileged_group_writers`
+lists: 403 otherwise (sup/groups/privilege.py).
 """
 
 from __future__ import annotations
@@ -417,14 +421,25 @@ class SqlStorage(ScimStorage):
             )
         return name
 
-    def _member_names(self, ids: list[str]) -> list[str]:
+    def _member_names(self, ids: list[str], group: StoreGroup | None) -> list[str]:
+        """The usernames of member ids: this connection's own users (any user with
+        scim.cross_connection_writes) and those already members of `group`; other ids are left out."""
         if not ids:
             return []
         rows = self.session.execute(
-            select(StoreUser.scim_id, StoreUser.username).where(StoreUser.scim_id.in_(ids))
+            select(StoreUser.id, StoreUser.scim_id, StoreUser.username, StoreUser.source).where(
+                StoreUser.scim_id.in_(ids)
+            )
         )
-        found: dict[str, str] = {row.scim_id: row.username for row in rows}
-        missing = [i for i in ids if i not in found]
+        members = {m.user_id for m in group.memberships} if group is not None else set()
+        found: dict[str, str] = {}
+        foreign: list[str] = []
+        for row in rows:
+            if self.settings.scim.cross_connection_writes or row.source == self.source or row.id in members:
+                found[row.scim_id] = row.username
+            else:
+                foreign.append(row.scim_id)
+        missing = [i for i in ids if i not in found and i not in foreign]
         if missing:
             # RFC 7644 does not make a service provider check members' existence, and IdPs send ids of
             # users they failed to (or chose not to) provision: the others still become members.
@@ -434,13 +449,24 @@ class SqlStorage(ScimStorage):
                 len(missing),
                 ", ".join(repr(i) for i in missing[:10]),
             )
+        if foreign:
+            # A connection puts only its own users into its groups: another source's user (an
+            # operator's, another IdP's) joins only through a source allowed to write that user.
+            log.warning(
+                "SCIM connection %s: %d member id(s) name users of other sources and were left out "
+                "(setting scim.cross_connection_writes lifts this): %s",
+                self.source,
+                len(foreign),
+                ", ".join(repr(i) for i in foreign[:10]),
+            )
         return [found[i] for i in ids if i in found]
 
-    def _group_input(self, write: GroupWrite, name: str) -> GroupInput:
+    def _group_input(self, write: GroupWrite, name: str, group: StoreGroup | None) -> GroupInput:
+        members = self._member_names(write.member_ids, group)
         return GroupInput(
             name=name,
             source=self.source,
-            fields={"external_id": write.external_id, "members": self._member_names(write.member_ids)},
+            fields={"external_id": write.external_id, "members": members},
             columns=SourceColumns(
                 values={"scim_display_name": write.display_name},
                 audited={"scim_display_name": "displayName"},
@@ -453,7 +479,7 @@ class SqlStorage(ScimStorage):
         name = self.group_name(write.display_name, None)
         with invalid_values():
             group, _ = save_group(
-                self.session, self.settings, self.actor, self._group_input(write, name), None
+                self.session, self.settings, self.actor, self._group_input(write, name, None), None
             )
         self.session.flush()
         self.session.expire(group)
@@ -465,7 +491,7 @@ class SqlStorage(ScimStorage):
         self._check_writable("group", group.name, group.source)
         expected = self._check_version(group.version, expected_version)
         write = group_write(resource)
-        data = self._group_input(write, self.group_name(write.display_name, group))
+        data = self._group_input(write, self.group_name(write.display_name, group), group)
         try:
             with invalid_values():
                 save_group(self.session, self.settings, self.actor, data, group, expected_version=expected)
