@@ -42,6 +42,8 @@ def check_home(path: str, root: str) -> str:
         raise InvalidHome(f"is {len(path)} characters long; at most {MAX_HOME_LENGTH}")
     if not path.startswith("/"):
         raise InvalidHome("must be an absolute path")
+    if path == "/":
+        raise InvalidHome(f"must lie below the home root {root} (accounts.home_template)")
     parts = path[1:].split("/")
     for part in parts:
         if part in ("", ".", ".."):
