@@ -43,7 +43,7 @@ def check_home(path: str, root: str) -> str:
     if not path.startswith("/"):
         raise InvalidHome("must be an absolute path")
     if path == "/":
-        raise InvalidHome(f"must lie below the home root {root} (accounts.home_template)")
+        raise _outside(root)
     parts = path[1:].split("/")
     for part in parts:
         if part in ("", ".", ".."):
@@ -55,5 +55,9 @@ def check_home(path: str, root: str) -> str:
             )
     root_parts = [] if root == "/" else root[1:].split("/")
     if len(parts) <= len(root_parts) or parts[: len(root_parts)] != root_parts:
-        raise InvalidHome(f"must lie below the home root {root} (accounts.home_template)")
+        raise _outside(root)
     return path
+
+
+def _outside(root: str) -> InvalidHome:
+    return InvalidHome(f"must lie below the home root {root} (accounts.home_template)")
