@@ -113,7 +113,7 @@ def make_plan(
         found = _check(session, settings, work, current)
         if not found:
             _diff(plan, settings, work, current)
-            found = _ownership(plan, current, settings) + _privileged(session, plan, doc, settings)
+            found = _ownership(plan, current, settings) + _privileged(session, plan, work, settings)
         if not found or not skip_invalid:
             problems += found
             break
