@@ -57,6 +57,13 @@ class Conflict(SupError):
         super().__init__(message)
 
 
+class Forbidden(SupError):
+    """The caller (a source) may not make this change, whatever the values: e.g. fill a privileged
+    group (sup/domain/privilege.py). Nothing was written."""
+
+    title = "Forbidden"
+
+
 class PreconditionFailed(SupError):
     """An If-Match (or version) did not match: someone else changed the object first."""
 

@@ -23,6 +23,7 @@ from sup.errors import (
     ConfigurationError,
     Conflict,
     FieldError,
+    Forbidden,
     InvalidInput,
     NotFound,
     PreconditionFailed,
@@ -36,6 +37,7 @@ PROBLEM_JSON = "application/problem+json"
 _STATUS = {
     InvalidInput: 422,
     NotFound: 404,
+    Forbidden: 403,
     Conflict: 409,
     PreconditionFailed: 412,
     ConfigurationError: 503,

@@ -66,7 +66,11 @@ def _progress(wanted: bool) -> Iterator[Callable[[str], None] | None]:
 def reconcile(
     target: list[str] = typer.Option(None, "--target", help=TARGET_HELP),
     as_json: bool = typer.Option(False, "--json", help="print the pass as JSON"),
-    force: bool = typer.Option(False, "--force", help="apply even above reconcile.max_deletions"),
+    force: bool = typer.Option(
+        False,
+        "--force",
+        help="apply even when a guard refuses (max_deletions, max_suspensions, the window budgets); audited",
+    ),
     wait: float = typer.Option(60.0, "--wait", help="seconds to wait for another running pass"),
 ) -> None:
     """Apply the plan: bring every enabled target in line with the store."""
@@ -81,6 +85,7 @@ def reconcile(
                 apply=True,
                 force=force,
                 progress=step,
+                actor=cli.actor,
             )
     except LockTimeout as exc:
         fail(f"{exc}; another reconcile is running", Exit.CONFLICT)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import Field, field_validator, model_validator
 
 from sup.common.sections import Section
+from sup.domain.homes import USERNAME_PLACEHOLDER, check_home, home_root
 
 
 class AccountPolicy(Section):
@@ -28,8 +29,10 @@ class AccountPolicy(Section):
     @field_validator("home_template")
     @classmethod
     def _home(cls, value: str) -> str:
-        if not value.startswith("/") or "{username}" not in value:
+        if not value.startswith("/") or USERNAME_PLACEHOLDER not in value:
             raise ValueError("home_template must be an absolute path containing {username}")
+        # The homes it makes must pass the rule every home is held to (sup/domain/homes.py).
+        check_home(value.replace(USERNAME_PLACEHOLDER, "user"), home_root(value))
         return value
 
     @model_validator(mode="after")

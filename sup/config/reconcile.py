@@ -28,6 +28,31 @@ class ReconcileSettings(Section):
         le=1,
         description="... or more than this share of the users it holds active, when that is over 5 users",
     )
+    suspension_budget: int = Field(
+        100,
+        ge=0,
+        description="a target that would lock or remove more users than this within budget_window_seconds "
+        "(those already removed in the window plus this plan's) is not applied unless forced: the "
+        "per-pass limits above do not see removals that trickle in a few at a time",
+    )
+    suspension_budget_share: float = Field(
+        0.25,
+        ge=0,
+        le=1,
+        description="... or more than this share of the users it held active in the window, when that is "
+        "over 5 users",
+    )
+    deletion_budget: int = Field(
+        500,
+        ge=0,
+        description="a target that would delete more objects than this within budget_window_seconds is not "
+        "applied unless forced (the leftovers of users it already holds locked do not count)",
+    )
+    budget_window_seconds: int = Field(
+        86400,
+        ge=0,
+        description="the window the suspension and deletion budgets count over; 0 turns the budgets off",
+    )
     debounce_seconds: float = Field(
         0.3, ge=0, le=60, description="after a write, wait this long for more before a pass (bursts coalesce)"
     )

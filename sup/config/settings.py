@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, cast
 
 from pydantic import BaseModel, Field, create_model
 from pydantic_settings import (
@@ -55,6 +55,9 @@ class SettingsBase(BaseSettings):
     lifecycle: LifecycleSettings = LifecycleSettings()
     scim: ScimSettings = ScimSettings()
 
+    # The target specs this class has a section for (set by _compose).
+    target_specs: ClassVar[tuple[TargetSpec[Any], ...]] = ()
+
     @classmethod
     def settings_customise_sources(
         cls,
@@ -96,11 +99,23 @@ class SettingsBase(BaseSettings):
     def reserved_names(self) -> frozenset[str]:
         return frozenset(self.accounts.extra_reserved_names) | self.naming.extra_reserved
 
+    def privileged_groups(self) -> frozenset[str]:
+        """The groups the enabled targets give power (admin groups: sudo, a Slurm AdminLevel), as
+        their specs say; accounts' coordinator groups come from the store (sup/groups/privilege.py)."""
+        names: set[str] = set()
+        for spec in self.target_specs:
+            section = self.target_settings(spec)
+            if section is not None and spec.privileged_groups is not None:
+                names |= spec.privileged_groups(section)
+        return frozenset(names)
+
 
 def _compose(base: type[SettingsBase], specs: Sequence[TargetSpec[Any]]) -> type[SettingsBase]:
     """`base` with one optional section per target spec, keyed by the spec's name (SUP_<NAME>__*)."""
     sections: dict[str, Any] = {spec.name: (spec.settings_model | None, None) for spec in specs}
-    return create_model("Settings", __base__=base, __module__=__name__, **sections)
+    model = create_model("Settings", __base__=base, __module__=__name__, **sections)
+    model.target_specs = tuple(specs)
+    return model
 
 
 if TYPE_CHECKING:

@@ -9,7 +9,7 @@ from typing import Literal
 from pydantic import Field, SecretStr, field_validator
 
 from sup.common.sections import Section
-from sup.domain import ownership
+from sup.domain import ownership, privilege
 
 
 class KeycloakSettings(Section):
@@ -80,6 +80,17 @@ class SourcePolicy(Section):
         "source may take over a user or group owned by a source listed after it; a source not listed "
         "never takes over anything (the conflict is reported instead)",
     )
+
+    privileged_group_writers: list[str] = Field(
+        default_factory=lambda: list(privilege.DEFAULT_WRITERS),
+        description="sources (`api`, `import`, `keycloak`, `scim:NAME` or `scim:*`) that may create a "
+        "privileged group (a target's admin group, a Slurm account's coordinator group) or add members "
+        "to one; the others get 403 (SCIM) or an error (Keycloak, import). Default: only an operator",
+    )
+
+    def may_write_privileged(self, source: str) -> bool:
+        """Whether `source` may create or fill a privileged group (sup/domain/privilege.py)."""
+        return privilege.may_write_privileged(self.privileged_group_writers, source)
 
     def may_take_over(self, taker: str, owner: str) -> bool:
         """Whether `taker` may rewrite (and so own) what `owner` holds (sup/domain/ownership.py)."""

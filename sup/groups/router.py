@@ -73,7 +73,7 @@ def delete_group(ctx: Operator, name: str, expected: IfMatch) -> Response:
 @router.put("/{name}/members/{username}", status_code=204, summary="Add a member (idempotent)")
 def put_member(ctx: Operator, name: str, username: str) -> Response:
     with ctx.transaction() as session:
-        service.put_member(session, ctx.actor, name, username)
+        service.put_member(session, ctx.settings, ctx.actor, name, username)
     return Response(status_code=204)
 
 

@@ -20,6 +20,7 @@ from sup.domain.gids import private_gid_ranges
 from sup.domain.posix import InvalidName, check_groupname
 from sup.errors import Conflict, FieldError, InvalidInput, NotFound
 from sup.groups.membership import add_member, remove_member, set_group_members
+from sup.groups.privilege import check_create, check_fill
 from sup.groups.schemas import GroupCreate, GroupOut, GroupPatch
 from sup.store import ids
 from sup.store.audit import Actor, record
@@ -87,8 +88,10 @@ def create_group(
     *,
     columns: Mapping[str, Any] | None = None,
 ) -> Group:
-    """Create a group; `columns` are values a source keeps besides the spec (SCIM's displayName)."""
+    """Create a group; `columns` are values a source keeps besides the spec (SCIM's displayName).
+    A privileged group only if `source` may create one (sup/groups/privilege.py)."""
     _check_name(session, settings, spec.name)
+    check_create(session, settings, source, spec.name)
     members = users_by_names(session, spec.members, "members")
     if spec.gid_number is not None:
         gid = ids.claim(
@@ -167,7 +170,11 @@ def update_group(
     name: str,
     patch: GroupPatch,
     expected_version: int | None = None,
+    *,
+    writer: str = "api",
 ) -> Group:
+    """Apply `patch`; `writer` is the source making the change (a privileged group's name and new
+    members are only for the sources allowed to: sup/groups/privilege.py)."""
     group = require_group(session, name)
     check_version(group.version, expected_version, f"group {name!r}")
     before = snapshot(group)
@@ -177,6 +184,7 @@ def update_group(
     if new_name is not None and new_name != group.name:
         _refuse_private(group, "its name")
         _check_name(session, settings, new_name)
+        check_create(session, settings, writer, new_name)
         mark_dirty(session, "group", group.name)
         ids.rename_owner(session, "gid", group.gid_number, new_name)
         group.name = new_name
@@ -184,9 +192,11 @@ def update_group(
         _change_gid(session, settings, group, changes.pop("gid_number"))
     if "members" in changes:
         _refuse_private(group, "membership")
-        set_group_members(
-            session, group, users_by_names(session, changes.pop("members"), "members"), group.source
-        )
+        members = users_by_names(session, changes.pop("members"), "members")
+        current = {m.user_id for m in group.memberships}
+        if any(u.id not in current for u in members):
+            check_fill(session, settings, writer, [group.name])
+        set_group_members(session, group, members, group.source)
     if "external_id" in changes:
         _refuse_private(group, "its external id")
     for field, value in changes.items():
@@ -220,11 +230,15 @@ def _change_gid(session: Session, settings: Settings, group: Group, gid: int) ->
 # --- members -------------------------------------------------------------------------------------
 
 
-def put_member(session: Session, actor: Actor, name: str, username: str) -> bool:
+def put_member(
+    session: Session, settings: Settings, actor: Actor, name: str, username: str, *, writer: str = "api"
+) -> bool:
     """Add a member (idempotent). Returns whether the user was newly added."""
     group = require_group(session, name)
     _refuse_private(group, "membership")
     user = require_user(session, username)
+    if session.get(Membership, (group.id, user.id)) is None:
+        check_fill(session, settings, writer, [group.name])
     if not add_member(session, group, user, group.source):
         return False
     group.updated_at = utcnow()

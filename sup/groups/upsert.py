@@ -63,9 +63,8 @@ def save_group(
     changes = differences(group, data)
     changed = set(changes)
     if changes:
-        update_group(
-            session, settings, actor, group.name, GroupPatch.model_validate(changes), expected_version
-        )
+        patch = GroupPatch.model_validate(changes)
+        update_group(session, settings, actor, group.name, patch, expected_version, writer=data.source)
     if data.columns is not None and write_source_columns(session, actor, "group", group, data.columns):
         changed |= set(data.columns.audited)
     action: Action = "updated" if changed else "unchanged"

@@ -3,7 +3,9 @@
 Failure isolation: each target is planned and applied on its own; a target that cannot be read or
 written is reported and the others go on. Safety: a target whose plan deletes more objects than
 `reconcile.max_deletions` is not applied unless forced (an identity provider that suddenly returns
-nobody must not wipe the cluster), and a partial read never leads to a plan (see ObserveError).
+nobody must not wipe the cluster), nor one over the budgets of removals over a time window
+(sup/domain/guards.py), and a partial read never leads to a plan (see ObserveError). A forced pass
+that overrode a guard is recorded in the audit log.
 """
 
 from __future__ import annotations
@@ -20,11 +22,12 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from sup.config import Settings
 from sup.domain.desired import DesiredState, Policy, derive
-from sup.domain.guards import mass_change
+from sup.domain.guards import Spent, budget_refusal, mass_change
 from sup.reconcile import metrics
 from sup.reconcile.status import record_statuses
 from sup.reconcile.targets import TargetOpener, target_context
-from sup.store import outbox
+from sup.store import outbox, removals
+from sup.store.audit import Actor, record
 from sup.store.models import TargetStatus
 from sup.store.session import is_postgresql
 from sup.store.snapshot import load_snapshot
@@ -42,6 +45,8 @@ APPLIED = "applied"
 PARTIAL = "partial"
 ERROR = "error"
 
+RECONCILER = Actor(name="reconciler", role="admin")  # the audit log's actor when no one is named
+
 __all__ = ["Pass", "TargetOpener", "TargetPass", "plan_from_session", "run_pass"]
 
 
@@ -55,6 +60,8 @@ class TargetPass:
     failed: list[Failure] = field(default_factory=list)
     scoped: bool = False  # read and planned only the users the outbox named (run_pass `scoped`)
     terminal: bool = False  # the error cannot go away by retrying, only when the input changes
+    overridden: str | None = None  # the refusal `force` overrode
+    spent: Spent = field(default_factory=Spent)  # what the applied changes took of the budgets
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -122,6 +129,7 @@ def run_pass(
     scoped: bool = False,
     progress: Callable[[str], None] | None = None,
     specs: Sequence[TargetSpec[Any]] = SPECS,
+    actor: Actor = RECONCILER,
 ) -> Pass:
     """Plan (and with `apply`, reconcile) every selected target against the store. `progress` is
     told each step as it starts ("store", then each target's name; the targets run side by side),
@@ -135,6 +143,7 @@ def run_pass(
     read everything, as every scheduled pass does. Its latency then does not grow with the number of
     users it holds.
 
+    `actor`: who asked (the audit log names them when `force` overrides a guard).
     `specs` are the targets there are (the registry's; tests pass a fake one); `opener`, if given,
     opens each target from its context instead of its spec's factory.
     """
@@ -148,6 +157,8 @@ def run_pass(
     # No target to read: the store need not be either (an API-only deployment's passes cost nothing).
     desired = desired_state(sessions, settings) if enabled else DesiredState()
     baselines = {s.name: _active_on_target(sessions, s.name) if apply else frozenset() for s in enabled}
+    window = settings.reconcile.budget_window_seconds
+    spent = {s.name: _spent(sessions, s.name, window) if apply else Spent() for s in enabled}
     engine = _engine_of(sessions)
 
     def one(spec: TargetSpec[Any]) -> TargetPass:
@@ -160,6 +171,7 @@ def run_pass(
             desired,
             baselines[spec.name],
             opener,
+            spent=spent[spec.name],
             apply=apply,
             force=force,
             scope=scope,
@@ -189,6 +201,7 @@ def run_pass(
                     result.error if result.state in (ERROR, REFUSED) else None,
                     only=scope.users if result.scoped and scope is not None else None,
                 )
+                _record_spent(session, result, actor, window)
     done = Pass(results)
     if marks and done.ok:
         with sessions.begin() as session:
@@ -207,6 +220,29 @@ def scope_of(marks: Sequence[tuple[str, str, int]]) -> Scope | None:
     if not marks or len(users) > MAX_SCOPED_USERS:
         return None
     return Scope(users, groups)
+
+
+def _spent(sessions: sessionmaker[Session], target: str, window: int) -> Spent:
+    with sessions() as session:
+        return removals.spent(session, target, window)
+
+
+def _record_spent(session: Session, result: TargetPass, actor: Actor, window: int) -> None:
+    """Count what an applied pass took away against the target's budgets; audit an overridden guard."""
+    if result.state not in (APPLIED, PARTIAL):
+        return
+    forced = result.overridden is not None
+    removals.record(
+        session,
+        result.target,
+        suspensions=result.spent.suspensions,
+        deletions=result.spent.deletions,
+        forced=forced,
+        window_seconds=window,
+    )
+    if forced:
+        after = {"refusal": result.overridden, "applied": len(result.applied), "failed": len(result.failed)}
+        record(session, actor, "force", "target", result.target, after=after)
 
 
 def _active_on_target(sessions: sessionmaker[Session], target: str) -> frozenset[str]:
@@ -260,6 +296,12 @@ def plan_from_session(
     )
 
 
+def _budgeted(changes: Sequence[Change], active: frozenset[str]) -> int:
+    """Deletions that count against reconcile.deletion_budget: all but the leftovers of users the
+    target already holds locked (the lifecycle's expiries, counted when those users were locked)."""
+    return sum(1 for c in changes if c.action == DELETE and (c.subject is None or c.subject in active))
+
+
 def _engine_of(sessions: sessionmaker[Session]) -> Engine | None:
     """The engine the sessions are bound to: the targets' writer locks live in that store."""
     bind = sessions.kw.get("bind")
@@ -279,6 +321,7 @@ def _one_target(
     apply: bool,
     force: bool,
     scope: Scope | None = None,
+    spent: Spent = Spent(),
 ) -> TargetPass:
     name = spec.name
     try:
@@ -301,20 +344,26 @@ def _one_target(
             return result
         deletions = sum(1 for c in changes if c.action == DELETE)
         limit = settings.reconcile.max_deletions
-        if deletions > limit and not force:
-            result.state = REFUSED
-            result.error = (
+        leaving = sorted(baseline - desired.active_usernames())
+        refusal = (
+            (
                 f"the plan deletes {deletions} objects, more than reconcile.max_deletions={limit}; "
                 "check it with `sup plan` and rerun with --force if it is right"
             )
-            return result
-        refusal = None if force else mass_change(baseline, desired.active_usernames(), settings.reconcile)
-        if refusal is not None:
+            if deletions > limit
+            else mass_change(baseline, desired.active_usernames(), settings.reconcile)
+            or budget_refusal(spent, leaving, _budgeted(changes, baseline), len(baseline), settings.reconcile)
+        )
+        if refusal is not None and not force:
             result.state, result.error = REFUSED, refusal
             return result
+        result.overridden = refusal
         report = target.apply(changes)
         result.applied, result.failed = report.applied, report.failed
         result.state = PARTIAL if report.failed else APPLIED
+        # Users whose removal went through (a scoped pass touches only the users it names).
+        done = {c.subject for c in report.applied} - {f.change.subject for f in report.failed}
+        result.spent = Spent(len(done.intersection(leaving)), _budgeted(report.applied, baseline))
         return result
     except (ObserveError, TargetError) as exc:
         return TargetPass(name, ERROR, error=str(exc), terminal=exc.terminal)

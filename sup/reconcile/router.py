@@ -35,7 +35,9 @@ def get_plan(
 class ReconcileRequest(Body):
     targets: list[TargetName] | None = Field(None, description="only these targets (default: all enabled)")
     force: bool = Field(
-        False, description="apply even when a target deletes more than reconcile.max_deletions"
+        False,
+        description="apply even when a guard refuses (reconcile.max_deletions, max_suspensions, the window "
+        "budgets); the override is audited",
     )
 
 
@@ -47,7 +49,12 @@ async def post_reconcile(ctx: Operator, body: ReconcileRequest | None = None) ->
         try:
             with exclusive(ctx.engine, "reconcile", timeout=0):
                 result = run_pass(
-                    ctx.settings, ctx.sessions, only=request.targets, apply=True, force=request.force
+                    ctx.settings,
+                    ctx.sessions,
+                    only=request.targets,
+                    apply=True,
+                    force=request.force,
+                    actor=ctx.actor,
                 )
         except LockTimeout as exc:
             raise Conflict(f"{exc}; another reconcile is running, retry later") from exc

@@ -35,7 +35,15 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm.exc import StaleDataError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from sup.errors import Conflict, FieldError, InvalidInput, NotFound, PreconditionFailed, SupError
+from sup.errors import (
+    Conflict,
+    FieldError,
+    Forbidden,
+    InvalidInput,
+    NotFound,
+    PreconditionFailed,
+    SupError,
+)
 
 log = logging.getLogger(__name__)
 
@@ -123,6 +131,8 @@ def from_sup_error(exc: SupError) -> SCIMException:
         return ConflictException(detail=exc.message)
     if isinstance(exc, NotFound):
         return NotFoundException(detail=exc.message)
+    if isinstance(exc, Forbidden):
+        return ForbiddenException(detail=exc.message)
     if isinstance(exc, PreconditionFailed):
         return PreconditionFailedException(detail=exc.message)
     return InvalidValueException(detail=exc.message)

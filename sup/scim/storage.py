@@ -9,6 +9,10 @@ Writes belong to a SCIM connection (the token's name): what a connection creates
 `scim:NAME`, and a connection may change or delete only its own users and groups unless
 `scim.cross_connection_writes` is on (403 otherwise; the resource stays readable, so an IdP that
 matched it by userName gets a clear refusal instead of a 404 that would make it create a duplicate).
+Likewise a group's members resolve only to the connection's own users (and those already members):
+ids of other sources' users are left out, as unknown ids are. A privileged group (an admin or
+coordinator group) is created or filled only by the sources `sources.privileged_group_writers`
+lists: 403 otherwise (sup/groups/privilege.py).
 """
 
 from __future__ import annotations
@@ -418,15 +422,26 @@ class SqlStorage(ScimStorage):
             )
         return name
 
-    def _member_names(self, ids: list[str]) -> tuple[list[str], list[str]]:
-        """The usernames of the member ids that name users, and the ids that name groups."""
+    def _member_names(self, ids: list[str], group: StoreGroup | None) -> tuple[list[str], list[str]]:
+        """The usernames of the member ids that name users: this connection's own users (any user with
+        scim.cross_connection_writes) and those already members of `group`; other users' ids are left
+        out. And the ids that name groups (nested groups: `_members`)."""
         if not ids:
             return [], []
         rows = self.session.execute(
-            select(StoreUser.scim_id, StoreUser.username).where(StoreUser.scim_id.in_(ids))
+            select(StoreUser.id, StoreUser.scim_id, StoreUser.username, StoreUser.source).where(
+                StoreUser.scim_id.in_(ids)
+            )
         )
-        found: dict[str, str] = {row.scim_id: row.username for row in rows}
-        missing = [i for i in ids if i not in found]
+        members = {m.user_id for m in group.memberships} if group is not None else set()
+        found: dict[str, str] = {}
+        foreign: list[str] = []
+        for row in rows:
+            if self.settings.scim.cross_connection_writes or row.source == self.source or row.id in members:
+                found[row.scim_id] = row.username
+            else:
+                foreign.append(row.scim_id)
+        missing = [i for i in ids if i not in found and i not in foreign]
         groups_named = set(self.session.scalars(select(StoreGroup.scim_id).where(
             StoreGroup.scim_id.in_(missing), StoreGroup.private_user_id.is_(None)
         ))) if missing else set()  # fmt: skip
@@ -440,12 +455,23 @@ class SqlStorage(ScimStorage):
                 len(missing),
                 ", ".join(repr(i) for i in missing[:10]),
             )
+        if foreign:
+            # A connection puts only its own users into its groups: another source's user (an
+            # operator's, another IdP's) joins only through a source allowed to write that user.
+            log.warning(
+                "SCIM connection %s: %d member id(s) name users of other sources and were left out "
+                "(setting scim.cross_connection_writes lifts this): %s",
+                self.source,
+                len(foreign),
+                ", ".join(repr(i) for i in foreign[:10]),
+            )
         return [found[i] for i in ids if i in found], [i for i in ids if i in groups_named]
 
-    def _members(self, write: GroupWrite, own_id: str | None) -> list[str]:
+    def _members(self, write: GroupWrite, group: StoreGroup | None) -> list[str]:
         """The group's members: its member users and, per `scim.nested_groups`, its member groups'
         (refused with a 400, or flattened into their users: sup/domain/groups_flatten.py)."""
-        names, untyped_groups = self._member_names(write.member_ids)
+        own_id = group.scim_id if group is not None else None
+        names, untyped_groups = self._member_names(write.member_ids, group)
         nested = {**write.member_group_ids, **dict.fromkeys(untyped_groups, -1)}
         if not nested:
             return names
@@ -491,11 +517,11 @@ class SqlStorage(ScimStorage):
             log.warning("SCIM connection %s: group %r lists itself as a member", self.source, cycle[0])
         return names + sorted(result.members[own] - set(names))
 
-    def _group_input(self, write: GroupWrite, name: str, own_id: str | None = None) -> GroupInput:
+    def _group_input(self, write: GroupWrite, name: str, group: StoreGroup | None) -> GroupInput:
         return GroupInput(
             name=name,
             source=self.source,
-            fields={"external_id": write.external_id, "members": self._members(write, own_id)},
+            fields={"external_id": write.external_id, "members": self._members(write, group)},
             columns=SourceColumns(
                 values={"scim_display_name": write.display_name},
                 audited={"scim_display_name": "displayName"},
@@ -508,7 +534,7 @@ class SqlStorage(ScimStorage):
         name = self.group_name(write.display_name, None)
         with invalid_values():
             group, _ = save_group(
-                self.session, self.settings, self.actor, self._group_input(write, name), None
+                self.session, self.settings, self.actor, self._group_input(write, name, None), None
             )
         self.session.flush()
         self.session.expire(group)
@@ -520,7 +546,7 @@ class SqlStorage(ScimStorage):
         self._check_writable("group", group.name, group.source)
         expected = self._check_version(group.version, expected_version)
         write = group_write(resource)
-        data = self._group_input(write, self.group_name(write.display_name, group), group.scim_id)
+        data = self._group_input(write, self.group_name(write.display_name, group), group)
         try:
             with invalid_values():
                 save_group(self.session, self.settings, self.actor, data, group, expected_version=expected)

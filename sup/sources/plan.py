@@ -18,18 +18,21 @@ from sqlalchemy.orm import Session
 
 from sup.config import Settings
 from sup.domain.gids import private_gid_ranges, uid_ranges
-from sup.domain.ownership import may_change, refusal
+from sup.domain.homes import InvalidHome, check_home, home_root
+from sup.domain.ownership import IMPORT_SOURCE, may_change, refusal
 from sup.domain.posix import InvalidName, check_groupname
+from sup.domain.privilege import refusal as refuse_privileged
 from sup.domain.slurm import ROOT_ACCOUNT
 from sup.domain.sshkeys import parse_ssh_public_key
 from sup.errors import InvalidInput
+from sup.groups.privilege import privileged_among
 from sup.groups.schemas import GroupCreate
 from sup.slurm_accounts.schemas import SlurmAccountCreate
 from sup.sources.current import ACCOUNT_FIELDS, Current, load_current
 from sup.sources.document import Document, Kind, Problem, Record
 from sup.store import ids
 from sup.users.schemas import UserCreate, UserPatch
-from sup.users.service import check_username_policy
+from sup.users.service import check_username_policy, default_home
 
 Action = Literal["create", "update", "unchanged", "suspend", "delete"]
 # Fields a record may leave empty to mean "as it is" (they cannot be cleared: PATCH refuses null).
@@ -110,7 +113,7 @@ def make_plan(
         found = _check(session, settings, work, current)
         if not found:
             _diff(plan, settings, work, current)
-            found = _ownership(plan, current, settings)
+            found = _ownership(plan, current, settings) + _privileged(session, plan, work, settings)
         if not found or not skip_invalid:
             problems += found
             break
@@ -168,6 +171,7 @@ def _check(session: Session, settings: Settings, doc: Document, current: Current
     found += _duplicates(doc.groups, "gid_number", "group", "gid_number")
     found += _duplicates(doc.accounts, "name", "slurm_account", "account name")
     found += _check_users(session, settings, doc, current)
+    found += _check_homes(settings, doc, current)
     found += _check_groups(session, settings, doc, current)
     found += _check_accounts(doc, current)
     return found
@@ -250,6 +254,31 @@ def _check_users(session: Session, settings: Settings, doc: Document, current: C
         if account is not None and account not in current.accounts and account not in file_accounts:
             add(f"there is no Slurm account {account!r}", "slurm_default_account")
         found.extend(_check_keys(settings, record, current, key_seen))
+    return found
+
+
+def _check_homes(settings: Settings, doc: Document, current: Current) -> list[Problem]:
+    """The homes the file sets (and new users' default homes), as the users service checks them:
+    safe, below the home root, one user's each (sup/users/homes.py)."""
+    found: list[Problem] = []
+    root = home_root(settings.accounts.home_template)
+    owner = {u.values["home_directory"]: name for name, u in current.users.items()}
+    for record in doc.users:
+        name, stored = record.spec.username, current.users.get(record.spec.username)
+        home = record.spec.home_directory if record.has("home_directory") else None
+        if home is None and stored is None:
+            home = default_home(settings, name)
+        if home is None or (stored is not None and stored.values["home_directory"] == home):
+            continue
+        try:
+            check_home(home, root)
+        except InvalidHome as exc:
+            found.append(_problem(record, "user", f"{home[:80]!r} {exc}", "home_directory"))
+            continue
+        if owner.setdefault(home, name) != name:
+            found.append(
+                _problem(record, "user", f"{home!r} is already used by another user", "home_directory")
+            )
     return found
 
 
@@ -452,6 +481,39 @@ def _member_change(plan: Plan, name: str, *, by_user: bool) -> tuple[Any, Any]:
     removed = sorted(p[other] for p in plan.remove_members if p[index] == name)
     added = sorted(p[other] for p in plan.add_members if p[index] == name)
     return ({"remove": removed} if removed else {}, {"add": added} if added else {})
+
+
+def _privileged(session: Session, plan: Plan, doc: Document, settings: Settings) -> list[Problem]:
+    """Privileged groups (admin and coordinator groups) an import may not create or fill unless
+    sources.privileged_group_writers lists `import` (sup/groups/privilege.py)."""
+    if settings.sources.may_write_privileged(IMPORT_SOURCE):
+        return []
+    names = {i.name for i, _ in plan.groups} | {g for g, _ in plan.add_members}
+    privileged = set(privileged_among(session, settings, names))
+    privileged |= {r.spec.coordinators for r in doc.accounts if r.spec.coordinators}
+    found = []
+    for item, group_record in plan.groups:
+        if item.action == "create" and item.name in privileged:
+            found.append(
+                _problem(group_record, "group", refuse_privileged(item.name, IMPORT_SOURCE, "create"))
+            )
+    filled = {g for g, _ in plan.add_members if g in privileged}
+    for item, user_record in plan.users:
+        joins = sorted(g for g, u in plan.add_members if u == item.name and g in filled)
+        if joins:
+            message = refuse_privileged(joins[0], IMPORT_SOURCE, "add members to")
+            found.append(_problem(user_record, "user", message, "groups"))
+    for item, group_record in plan.groups:
+        if item.name in filled and group_record.has("members") and item.action != "create":
+            found.append(
+                _problem(
+                    group_record,
+                    "group",
+                    refuse_privileged(item.name, IMPORT_SOURCE, "add members to"),
+                    "members",
+                )
+            )
+    return found
 
 
 def _ownership(plan: Plan, current: Current, settings: Settings) -> list[Problem]:

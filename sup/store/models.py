@@ -325,3 +325,20 @@ class SourceState(Base):
     last_attempt_at: Mapped[datetime | None] = mapped_column()
     last_error: Mapped[str | None] = mapped_column(Text)
     last_result: Mapped[dict[str, Any] | None] = mapped_column(JsonType)
+
+
+class TargetRemoval(Base):
+    """What one applied pass took away on one target: users it stopped holding active (locked or
+    removed) and objects it deleted. The reconcile budgets (`reconcile.suspension_budget`, ...) sum
+    these over `budget_window_seconds`; rows older than the window are dropped as new ones come.
+    `forced`: the pass was forced, so what came before it no longer counts."""
+
+    __tablename__ = "target_removals"
+    __table_args__ = (Index(None, "target", "at"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    target: Mapped[str] = mapped_column(String(16))
+    at: Mapped[datetime] = mapped_column(default=utcnow)
+    suspensions: Mapped[int] = mapped_column(Integer, default=0)
+    deletions: Mapped[int] = mapped_column(Integer, default=0)
+    forced: Mapped[bool] = mapped_column(Boolean, default=False)

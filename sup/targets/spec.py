@@ -55,6 +55,9 @@ class TargetSpec(Generic[S]):
     can_scope     (settings, scope, desired) -> whether a pass may read and plan only the scope's users
                   and groups (`observe(scope)`, `diff(..., scope)`); None: the target always reads all
     adopt         hook of `sup import --from-<name>`: read the target into an Adoption; None: cannot
+    privileged_groups  settings -> the groups whose members the target gives power (sudo, an admin
+                  level): only sources in sources.privileged_group_writers may create or fill them
+                  (sup/domain/privilege.py); None: the target makes no group privileged
     """
 
     name: str
@@ -62,3 +65,4 @@ class TargetSpec(Generic[S]):
     open: Callable[[TargetContext[S]], Target[Any, Any]]
     can_scope: Callable[[S, Scope, DesiredState], bool] | None = None
     adopt: Callable[[TargetContext[S], Adoption], None] | None = None
+    privileged_groups: Callable[[S], frozenset[str]] | None = None

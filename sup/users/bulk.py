@@ -23,6 +23,7 @@ from sup.store.audit import Actor
 from sup.store.bulk_audit import record_many
 from sup.store.models import Group, Membership, SshKey, User, new_scim_id, utcnow
 from sup.store.outbox import mark_dirty_many
+from sup.users.homes import check_new_homes
 from sup.users.schemas import UserCreate
 from sup.users.service import create_user, default_home
 from sup.users.upsert import UserChange
@@ -33,6 +34,10 @@ def create_users(
 ) -> list[UserChange]:
     """Create the users of `specs` (with their `groups`, which exist); SSH keys have origin `admin`."""
     changes = [UserChange("created", s.username, frozenset(s.model_fields_set)) for s in specs]
+    # The plan checked the homes too: this is the write path's own guard (a few IN queries).
+    check_new_homes(
+        session, settings, {s.username: s.home_directory or default_home(settings, s.username) for s in specs}
+    )
     if not settings.ids.private_groups:  # rare: keep the service's rules for primary groups
         for spec in specs:
             create_user(session, settings, actor, spec, source)

@@ -23,6 +23,7 @@ from sup.domain.sshkeys import parse_ssh_public_key
 from sup.domain.usernames import derive_username
 from sup.errors import Conflict, FieldError, InvalidInput
 from sup.groups.membership import set_user_groups
+from sup.groups.privilege import check_fill
 from sup.store import ids
 from sup.store.audit import Actor, record
 from sup.store.lookup import (
@@ -36,6 +37,7 @@ from sup.store.lookup import (
 from sup.store.models import Group, Membership, SlurmAccount, SshKey, User, utcnow
 from sup.store.outbox import mark_dirty
 from sup.store.paging import fetch_page
+from sup.users.homes import check_home
 from sup.users.schemas import UserCreate, UserOut, UserPatch
 
 
@@ -199,7 +201,10 @@ def create_user(
     shell = spec.login_shell or settings.accounts.default_shell
     _check_shell(settings, shell)
     groups = groups_by_names(session, spec.groups, "groups")
+    check_fill(session, settings, source, [g.name for g in groups])
     _check_default_account(session, spec.slurm_default_account)
+    home = spec.home_directory or default_home(settings, spec.username)
+    check_home(session, settings, home)
 
     if spec.uid_number is not None:
         uid = ids.claim(
@@ -239,7 +244,7 @@ def create_user(
         uid_number=uid,
         primary_gid=primary_gid,
         login_shell=shell,
-        home_directory=spec.home_directory or default_home(settings, spec.username),
+        home_directory=home,
         active=spec.active,
         suspended_at=None if spec.active else utcnow(),
         external_id=spec.external_id,
@@ -347,9 +352,11 @@ def update_user(
     *,
     key_origin: str = "admin",
     keys_of_origin_only: bool = False,
+    writer: str = "api",
 ) -> User:
     """Apply `patch`. With `keys_of_origin_only`, `ssh_public_keys` replaces only the keys of
-    `key_origin` (a source's own keys) and leaves the others."""
+    `key_origin` (a source's own keys) and leaves the others. `writer` is the source making the
+    change (joining a privileged group is only for the sources allowed to: sup/groups/privilege.py)."""
     user = require_user(session, username)
     check_version(user.version, expected_version, f"user {username!r}")
     before = snapshot(user)
@@ -377,10 +384,16 @@ def update_user(
             only_origin=keys_of_origin_only,
         )
     if "groups" in changes:
-        set_user_groups(session, user, groups_by_names(session, changes.pop("groups"), "groups"), user.source)
+        groups = groups_by_names(session, changes.pop("groups"), "groups")
+        current = {m.group_id for m in user.memberships}
+        check_fill(session, settings, writer, [g.name for g in groups if g.id not in current])
+        set_user_groups(session, user, groups, user.source)
     if "active" in changes and changes["active"] != user.active:
         # The lifecycle's grace period (lifecycle.delete_after_days) runs from the suspension.
         user.suspended_at = None if changes["active"] else utcnow()
+    home = changes.get("home_directory", user.home_directory)
+    if home != before["home_directory"]:  # changed, or moved by a rename
+        check_home(session, settings, home, user)
     for field, value in changes.items():
         setattr(user, field, value)
 

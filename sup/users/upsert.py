@@ -102,6 +102,7 @@ def save_user(
             expected_version,
             key_origin=data.key_origin,
             keys_of_origin_only=data.keys_of_origin_only,
+            writer=data.source,
         )
     if private_gid is not None and data.private_group_gid == "last":
         _move_private_group(session, settings, actor, user, private_gid)

@@ -3,8 +3,16 @@
 from __future__ import annotations
 
 from fastapi.testclient import TestClient
+from sqlalchemy import Engine
+from sqlalchemy.orm import Session, sessionmaker
 
-from tests.api.helpers import fields
+from sup.app import create_app
+from sup.config import Settings
+from sup.groups.schemas import GroupCreate
+from sup.groups.service import create_group
+from sup.targets.slurm.settings import SlurmSettings
+from tests.api.helpers import fields, row_counts
+from tests.conftest import ACTOR
 
 GROUPS = "/api/v1/groups"
 
@@ -100,3 +108,31 @@ def test_list_filters(client: TestClient, operator: dict[str, str]) -> None:
     assert names(member="kim") == ["physics"]
     assert names(q="chem") == ["chemistry"]
     assert names(private="true") == ["kim"]
+
+
+def test_privileged_groups_are_403_for_a_source_not_allowed(
+    settings: Settings, engine: Engine, operator: dict[str, str], sessions: sessionmaker[Session]
+) -> None:
+    """With the admin API left out of sources.privileged_group_writers, it too gets 403 (problem+json)
+    for an admin group: create, rename to, add a member; nothing is written."""
+    slurm = SlurmSettings(cluster="c1", admin_groups={"hpc-admins": "Administrator", "hpc-ops": "Operator"})
+    policy = settings.sources.model_copy(update={"privileged_group_writers": ["import"]})
+    locked = settings.model_copy(update={"slurm": slurm, "sources": policy})
+    with TestClient(create_app(locked, engine), raise_server_exceptions=False) as client:
+        _users(client, operator, "kim")
+        assert client.post(GROUPS, json={"name": "lab"}, headers=operator).status_code == 201
+        with sessions.begin() as session:  # as an import made it
+            create_group(session, locked, ACTOR, GroupCreate(name="hpc-admins"), "import")
+        before = row_counts(sessions)
+        for method, url, body in (
+            ("POST", GROUPS, {"name": "hpc-ops"}),
+            ("PATCH", f"{GROUPS}/lab", {"name": "hpc-ops"}),
+            ("PUT", f"{GROUPS}/hpc-admins/members/kim", None),
+            ("PATCH", f"{GROUPS}/hpc-admins", {"members": ["kim"]}),
+            ("PATCH", "/api/v1/users/kim", {"groups": ["lab", "hpc-admins"]}),
+        ):
+            response = client.request(method, url, json=body, headers=operator)
+            assert response.status_code == 403, (method, url, response.text)
+            assert response.headers["content-type"] == "application/problem+json"
+            assert "is privileged" in response.json()["detail"]
+            assert row_counts(sessions) == before

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from fastapi.testclient import TestClient
-from sqlalchemy import delete
+from sqlalchemy import Engine, delete
 from sqlalchemy.orm import Session, sessionmaker
 
+from sup.app import create_app
+from sup.config import Settings
 from sup.store.models import OutboxMark
 from sup.store.outbox import pending
 from tests.api.helpers import fields, row_counts
@@ -272,3 +274,50 @@ def test_slurm_default_account_is_checked_audited_and_marked(
     cleared = client.patch(f"{USERS}/kim", json={"slurm_default_account": None}, headers=operator)
     assert cleared.json()["slurm_default_account"] is None
     assert client.delete("/api/v1/slurm/accounts/chem", headers=admin).status_code == 204
+
+
+def test_a_home_belongs_to_one_user(
+    client: TestClient, operator: dict[str, str], sessions: sessionmaker[Session]
+) -> None:
+    """Two users cannot share a home (a login pod mounts each member's volume at their home): a
+    chosen home, a default one, or one a rename moves, is refused when another user has it, without
+    saying who."""
+    assert client.post(USERS, json={"username": "kim"}, headers=operator).status_code == 201
+    lee = client.post(USERS, json={"username": "lee", "home_directory": "/home/lee.w"}, headers=operator)
+    assert lee.status_code == 201, lee.text
+    before = row_counts(sessions)
+    for method, url, body in (
+        ("POST", USERS, {"username": "amy", "home_directory": "/home/kim"}),
+        ("PATCH", f"{USERS}/lee", {"home_directory": "/home/kim"}),
+        ("POST", USERS, {"username": "leew", "home_directory": "/home/lee.w"}),
+    ):
+        response = client.request(method, url, json=body, headers=operator)
+        assert response.status_code == 409, response.text
+        problem = response.json()
+        assert fields(problem) == {"home_directory"}
+        assert "already used by another user" in problem["detail"]
+        assert "kim" not in problem["detail"].replace("/home/kim", "") and "'lee'" not in problem["detail"]
+    assert row_counts(sessions) == before
+    # A rename moves a default home: onto one another user has, it is refused.
+    bo = client.post(USERS, json={"username": "bo", "home_directory": "/home/ann"}, headers=operator)
+    assert bo.status_code == 201, bo.text
+    renamed = client.patch(f"{USERS}/kim", json={"username": "ann"}, headers=operator)
+    assert renamed.status_code == 409 and fields(renamed.json()) == {"home_directory"}
+    assert client.get(f"{USERS}/kim", headers=operator).json()["home_directory"] == "/home/kim"
+
+
+def test_homes_lie_below_the_home_root(settings: Settings, engine: Engine, operator: dict[str, str]) -> None:
+    custom = settings.model_copy(
+        update={"accounts": settings.accounts.model_copy(update={"home_template": "/srv/home/{username}"})}
+    )
+    with TestClient(create_app(custom, engine), raise_server_exceptions=False) as client:
+        kim = client.post(USERS, json={"username": "kim"}, headers=operator)
+        assert kim.status_code == 201 and kim.json()["home_directory"] == "/srv/home/kim"
+        deeper = client.post(
+            USERS, json={"username": "lee", "home_directory": "/srv/home/a/lee"}, headers=operator
+        )
+        assert deeper.status_code == 201, deeper.text
+        outside = client.post(
+            USERS, json={"username": "amy", "home_directory": "/home/amy"}, headers=operator
+        )
+        assert outside.status_code == 422 and "/srv/home" in outside.text

@@ -349,3 +349,61 @@ def test_several_files_are_checked_and_imported_as_one(
     assert result.returncode == 0, result.stderr
     summary = json.loads(result.stdout)["summary"]
     assert (summary["group"]["created"], summary["user"]["created"]) == (2, 1)
+
+
+def test_homes_are_checked_before_anything_is_written(
+    env: dict[str, str], sessions: sessionmaker[Session], tmp_path: Path
+) -> None:
+    assert run_sup("import", str(_write(tmp_path, "a.csv", HEADER + "kim,,,,,,\n")), env=env).returncode == 0
+    doc = _write(
+        tmp_path,
+        "homes.yaml",
+        "users:\n"
+        "  - {username: amy, home_directory: /etc}\n"
+        "  - {username: bob, home_directory: /home/kim}\n"
+        "  - {username: cy, home_directory: /home/shared}\n"
+        "  - {username: di, home_directory: /home/shared}\n"
+        "  - {username: kim, home_directory: /}\n",
+    )
+    result = run_sup("import", str(doc), env=env)
+    assert result.returncode == 5, result.stderr
+    for expected in (
+        "users[0]: home_directory: '/etc' must lie below the home root /home",
+        "users[1]: home_directory: '/home/kim' is already used by another user",
+        "users[3]: home_directory: '/home/shared' is already used by another user",
+        "users[4]: home_directory: '/' must lie below the home root /home",
+    ):
+        assert expected in result.stderr, (expected, result.stderr)
+    assert set(_users(sessions)) == {"kim"}
+
+
+def test_an_import_fills_privileged_groups_only_if_allowed(
+    database_url: str, sessions: sessionmaker[Session], tmp_path: Path
+) -> None:
+    guarded = sup_env(
+        SUP_DATABASE_URL=database_url,
+        SUP_SLURM__CLUSTER="c1",
+        SUP_SLURM__ADMIN_GROUPS='{"hpc-admins": "Administrator"}',
+        SUP_SOURCES__PRIVILEGED_GROUP_WRITERS='["api"]',
+    )
+    doc = _write(
+        tmp_path,
+        "admins.yaml",
+        "groups:\n  - {name: hpc-admins}\n  - {name: lab}\n"
+        "users:\n  - {username: kim, groups: [hpc-admins, lab]}\n",
+    )
+    result = run_sup("import", str(doc), env=guarded)
+    assert result.returncode == 5, result.stderr
+    assert "group 'hpc-admins' is privileged" in result.stderr
+    assert "sources.privileged_group_writers" in result.stderr
+    assert _users(sessions) == {}
+    # By default an import (an operator's) may.
+    allowed = sup_env(
+        SUP_DATABASE_URL=database_url,
+        SUP_SLURM__CLUSTER="c1",
+        SUP_SLURM__ADMIN_GROUPS='{"hpc-admins": "Administrator"}',
+    )
+    assert run_sup("import", str(doc), env=allowed).returncode == 0
+    with sessions() as session:
+        kim = session.scalars(select(User).where(User.username == "kim")).one()
+        assert sorted(m.group.name for m in kim.memberships) == ["hpc-admins", "lab"]

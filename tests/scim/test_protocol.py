@@ -320,7 +320,7 @@ def test_sup_extension_round_trip_and_put_keeps_what_it_leaves_out(
         "uidNumber": 20001,
         "gidNumber": 20001,
         "loginShell": "/bin/zsh",
-        "homeDirectory": "/srv/kim",
+        "homeDirectory": "/home/kim.w",  # not the default, and below the home root
         "sshPublicKeys": [key],
     }
     user = create_user(client, okta, "kim", **{"schemas": [USER_SCHEMA, SUP], SUP: posix})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -10,10 +11,10 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from sup.config import Settings
 from sup.reconcile.planner import MAX_SCOPED_USERS, Pass, run_pass, scope_of
-from sup.store.models import TargetStatus
+from sup.store.models import AuditEntry, TargetRemoval, TargetStatus
 from sup.targets.base import Scope
-from sup.users.schemas import UserCreate
-from sup.users.service import create_user, delete_user
+from sup.users.schemas import UserCreate, UserPatch
+from sup.users.service import create_user, delete_user, update_user
 from tests.conftest import ACTOR
 from tests.support.fake_target import FakeSettings, FakeTarget, fake_settings, fake_spec
 
@@ -138,3 +139,69 @@ def test_a_scope_names_the_marked_users_and_groups_and_is_none_when_too_wide() -
     assert scope_of([]) is None  # nothing named: a full pass
     many = [("user", f"u{i}", 1) for i in range(MAX_SCOPED_USERS + 1)]
     assert scope_of(many) is None  # one GET per object would cost more than a list
+
+
+def _suspend(sessions: sessionmaker[Session], settings: Settings, *names: str) -> None:
+    with sessions.begin() as session:
+        for name in names:
+            update_user(session, settings, ACTOR, name, UserPatch(active=False))
+
+
+def _let_the_window_pass(sessions: sessionmaker[Session], seconds: int) -> None:
+    with sessions.begin() as session:
+        for row in session.scalars(select(TargetRemoval)):
+            row.at -= timedelta(seconds=seconds + 1)
+
+
+def test_suspensions_that_trickle_in_stop_at_the_windows_budget(
+    database_url: str, sessions: sessionmaker[Session]
+) -> None:
+    budget = {"max_suspensions": 2, "suspension_budget": 3, "suspension_budget_share": 1.0}
+    settings = FakeSettings(database_url=database_url, fake={}, reconcile=budget)
+    _users(sessions, settings, *(f"u{i}" for i in range(10)))
+    fake = FakeTarget({})
+    assert _pass(settings, sessions, fake, apply=True).ok
+
+    _suspend(sessions, settings, "u0", "u1")  # 2: under the per-pass limit, within the budget
+    assert _pass(settings, sessions, fake, apply=True).targets[0].state == "applied"
+    _suspend(sessions, settings, "u2", "u3")  # 2 more: still under the per-pass limit, over the budget
+    refused = _pass(settings, sessions, fake, apply=True).targets[0]
+    assert refused.state == "refused" and fake.locked == {"u0", "u1"}
+    assert "already locked or removed 2 in the last 24 h" in (refused.error or "")
+    assert "suspension_budget=3" in (refused.error or "")
+    assert _statuses(sessions)["u2"][0] == "error"  # surfaced like any refusal
+
+    _let_the_window_pass(sessions, 86400)
+    assert _pass(settings, sessions, fake, apply=True).targets[0].state == "applied"
+    assert fake.locked == {"u0", "u1", "u2", "u3"}
+
+    _suspend(sessions, settings, "u4", "u5")
+    assert _pass(settings, sessions, fake, apply=True).targets[0].state == "refused"
+    forced = _pass(settings, sessions, fake, apply=True, force=True).targets[0]
+    assert forced.state == "applied" and {"u4", "u5"} <= fake.locked
+    with sessions() as session:
+        audit = session.scalars(select(AuditEntry).where(AuditEntry.action == "force")).one()
+    assert (audit.actor, audit.resource_type, audit.resource_name) == ("reconciler", "target", "fake")
+    assert "suspension_budget=3" in (audit.after or {})["refusal"]
+    # What the operator forced through vouches for what came before: the budget counts afresh.
+    _suspend(sessions, settings, "u6", "u7")
+    assert _pass(settings, sessions, fake, apply=True).targets[0].state == "applied"
+
+
+def test_deletions_that_trickle_in_stop_at_the_deletion_budget(
+    database_url: str, sessions: sessionmaker[Session]
+) -> None:
+    budget = {"deletion_budget": 2, "suspension_budget": 100, "max_suspensions": 100}
+    settings = FakeSettings(database_url=database_url, fake={}, reconcile=budget)
+    _users(sessions, settings, "kim", "saul", "howard", "chuck")
+    fake = FakeTarget({})
+    assert _pass(settings, sessions, fake, apply=True).ok
+    for name in ("kim", "saul"):
+        with sessions.begin() as session:
+            delete_user(session, ACTOR, name)
+        assert _pass(settings, sessions, fake, apply=True).targets[0].state == "applied"
+    with sessions.begin() as session:
+        delete_user(session, ACTOR, "howard")
+    refused = _pass(settings, sessions, fake, apply=True).targets[0]
+    assert refused.state == "refused" and "howard" in fake.system
+    assert "already deleted 2 in the last 24 h: 3, over reconcile.deletion_budget=2" in (refused.error or "")

@@ -3,17 +3,20 @@ create answer what changed, and write nothing when nothing changed."""
 
 from __future__ import annotations
 
+import pytest
 from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from sup.config import Settings
+from sup.errors import Forbidden
 from sup.groups.upsert import GroupInput, save_group, take_over_group
 from sup.store.lookup import require_group, require_user
 from sup.store.models import AuditEntry, OutboxMark
 from sup.store.source_columns import SourceColumns
+from sup.targets.slurm.settings import SlurmSettings
 from sup.users.bulk import create_users
-from sup.users.schemas import UserCreate
-from sup.users.service import snapshot
+from sup.users.schemas import UserCreate, UserPatch
+from sup.users.service import snapshot, update_user
 from sup.users.upsert import UserInput, save_user, take_over_user
 from tests.conftest import ACTOR
 from tests.support.keys import ed25519_key
@@ -129,3 +132,35 @@ def test_batched_create_writes_what_one_by_one_would(
             assert (
                 entry.after["source"] == "import" and entry.after["ssh_public_keys"] == spec.ssh_public_keys
             )
+
+
+def test_save_group_keeps_keycloak_out_of_admin_groups(
+    settings: Settings, sessions: sessionmaker[Session]
+) -> None:
+    """The privilege rule lives in the one write path: a Keycloak pull (or any source not in
+    sources.privileged_group_writers) neither creates an admin group nor adds members to one."""
+    guarded = settings.model_copy(
+        update={"slurm": SlurmSettings(cluster="c1", admin_groups={"ops": "Operator"})}
+    )
+    with sessions.begin() as session:
+        save_user(session, guarded, ACTOR, UserInput("ada", "keycloak"), None)
+        save_user(session, guarded, ACTOR, UserInput("bo", "keycloak"), None)
+        with pytest.raises(Forbidden, match="'ops' is privileged"):
+            save_group(session, guarded, ACTOR, GroupInput("ops", "keycloak", {"members": ["ada"]}), None)
+        # One created before it was privileged (here: by the unguarded settings) stays, and can shrink.
+        save_group(session, settings, ACTOR, GroupInput("ops", "keycloak", {"members": ["ada"]}), None)
+        ops = require_group(session, "ops")
+        with pytest.raises(Forbidden, match="add members to"):
+            save_group(
+                session, guarded, ACTOR, GroupInput("ops", "keycloak", {"members": ["ada", "bo"]}), ops
+            )
+        _, change = save_group(session, guarded, ACTOR, GroupInput("ops", "keycloak", {"members": []}), ops)
+        assert change.action == "updated" and require_group(session, "ops").memberships == []
+        patch = UserPatch(groups=["ops"])
+        with pytest.raises(Forbidden):
+            update_user(session, guarded, ACTOR, "bo", patch, writer="keycloak")
+        allowed = guarded.model_copy(
+            update={"sources": guarded.sources.model_copy(update={"privileged_group_writers": ["keycloak"]})}
+        )
+        save_group(session, allowed, ACTOR, GroupInput("ops", "keycloak", {"members": ["ada", "bo"]}), ops)
+        assert sorted(m.user.username for m in require_group(session, "ops").memberships) == ["ada", "bo"]

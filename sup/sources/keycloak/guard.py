@@ -2,7 +2,11 @@
 reconcile.max_suspensions (or the share max_suspension_share) of the active Keycloak users changes
 nothing unless forced, so a realm that suddenly returns nobody (a wrong realm, an emptied database)
 does not suspend the cluster. (Forced, the reconciler's own guard still stops it reaching the
-targets.)"""
+targets.)
+
+Suspensions that trickle in, a few per pull, are stopped by the reconcile budgets over a time
+window (`reconcile.suspension_budget`, sup/domain/guards.py `budget_refusal`): they count once, on
+each target, when the reconciler applies them, whichever source wrote them."""
 
 from __future__ import annotations
 

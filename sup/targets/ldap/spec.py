@@ -24,6 +24,15 @@ def _adopt(context: TargetContext[LdapSettings], adoption: Adoption) -> None:
     adopt(context, adoption)
 
 
+def _privileged_groups(settings: LdapSettings) -> frozenset[str]:
+    """The admin groups: their members get a sudoRole."""
+    return frozenset(settings.admin_groups)
+
+
 SPEC: TargetSpec[LdapSettings] = TargetSpec(
-    name="ldap", settings_model=LdapSettings, open=_open, adopt=_adopt
+    name="ldap",
+    settings_model=LdapSettings,
+    open=_open,
+    adopt=_adopt,
+    privileged_groups=_privileged_groups,
 )

@@ -24,6 +24,16 @@ def _adopt(context: TargetContext[SlurmSettings], adoption: Adoption) -> None:
     adopt(context, adoption)
 
 
+def _privileged_groups(settings: SlurmSettings) -> frozenset[str]:
+    """The admin groups: their members get an AdminLevel. (Accounts' coordinator groups are in the
+    store, not the settings: the groups service adds them.)"""
+    return frozenset(settings.admin_groups)
+
+
 SPEC: TargetSpec[SlurmSettings] = TargetSpec(
-    name="slurm", settings_model=SlurmSettings, open=_open, adopt=_adopt
+    name="slurm",
+    settings_model=SlurmSettings,
+    open=_open,
+    adopt=_adopt,
+    privileged_groups=_privileged_groups,
 )
