@@ -296,7 +296,7 @@ def plan_from_session(
     )
 
 
-def _budgeted(changes: Sequence[Change], active: frozenset[str]) -> int:
+def _budgeted(changes: Sequence[Change[AnyDetails]], active: frozenset[str]) -> int:
     """Deletions that count against reconcile.deletion_budget: all but the leftovers of users the
     target already holds locked (the lifecycle's expiries, counted when those users were locked)."""
     return sum(1 for c in changes if c.action == DELETE and (c.subject is None or c.subject in active))
