@@ -252,11 +252,12 @@ def test_a_home_is_deleted_only_after_the_retention(make_site: Callable[..., Sit
     site.add_user("kim")
     site.add_user("saul")
     site.converge()
+    kim, saul = site.home("kim"), site.home("saul")
 
     site.update_user("kim", active=False)
     site.delete_user("saul")  # removed from the store altogether: the same rule
     site.converge()
-    for name in (site.home("kim"), site.home("saul")):
+    for name in (kim, saul):
         pvc = site.get("pvc", name)
         assert (
             pvc is not None and pvc["metadata"]["annotations"]["sup/orphaned-since"] == "2026-01-01T12:00:00Z"
@@ -268,8 +269,8 @@ def test_a_home_is_deleted_only_after_the_retention(make_site: Callable[..., Sit
     site.now += datetime.timedelta(hours=1)
     plan = site.plan()
     assert sorted((c.action, c.kind, c.name, c.subject) for c in plan.changes) == [
-        ("delete", "pvc", site.home("kim"), "kim"),
-        ("delete", "pvc", site.home("saul"), "saul"),
+        ("delete", "pvc", kim, "kim"),
+        ("delete", "pvc", saul, "saul"),
     ]
     site.reconcile()
     assert site.live_names("pvc") == set()  # deleted (their finalizer holds them here, as in a cluster
@@ -355,9 +356,9 @@ def test_a_pass_does_not_render_again_what_it_found_in_sync(site: Site, monkeypa
     rendered: list[str] = []
     original = Renderer._render
 
-    def counting(self: Renderer, kind: str, *args: Any) -> Any:
+    def counting(self: Renderer, kind: str, *args: Any, **kwargs: Any) -> Any:
         rendered.append(kind)
-        return original(self, kind, *args)
+        return original(self, kind, *args, **kwargs)
 
     monkeypatch.setattr(Renderer, "_render", counting)
     assert site.plan().changes == []
