@@ -96,7 +96,7 @@ class User(TimestampMixin, Base):
     uid_number: Mapped[int] = mapped_column(IdNumber, unique=True)
     primary_gid: Mapped[int] = mapped_column(IdNumber)
     login_shell: Mapped[str] = mapped_column(String(256))
-    home_directory: Mapped[str] = mapped_column(String(1024))
+    home_directory: Mapped[str] = mapped_column(String(1024), index=True)  # one person per home
     active: Mapped[bool] = mapped_column(Boolean, default=True)
     # When the user was last deactivated (None while active): the lifecycle's grace period runs from it.
     suspended_at: Mapped[datetime | None] = mapped_column(index=True)

@@ -9,10 +9,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
+from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from sup.config import Settings
+from sup.store.models import User
 from sup.targets.kube import KubeTarget
+from sup.targets.kube.names import home_claim
 from sup.targets.spec import TargetContext
 from tests.support.kubeapi import Admin, KubeApiServer, collection
 from tests.support.site import TargetSite
@@ -47,6 +50,13 @@ class Site(TargetSite[KubeTarget]):
         """The same site with other kube settings (the namespace and kubeconfig stay)."""
         self.settings = self.with_settings(**kube)
         return self
+
+    def home(self, username: str) -> str:
+        """The name of the home claim SUP creates for this user (by their uid in the store)."""
+        with self.sessions() as session:
+            uid = session.scalar(select(User.uid_number).where(User.username == username))
+        assert uid is not None, f"no user {username}"
+        return home_claim(uid)
 
     # --- the API server ------------------------------------------------------------------------------
 

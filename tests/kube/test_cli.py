@@ -16,13 +16,13 @@ def test_plan_shows_the_objects_and_reconcile_makes_them(site: Site) -> None:
     assert plan.returncode == 0, plan.stderr
     assert "kube: planned, 4 change(s)" in plan.stdout
     assert "ldap: disabled" not in plan.stdout  # only the target asked for
-    assert "home-kim" in plan.stdout and "size: - -> 10Gi" not in plan.stdout
+    assert site.home("kim") in plan.stdout and "size: - -> 10Gi" not in plan.stdout
     assert "size: 10Gi" in plan.stdout and "image: sup-login:latest" in plan.stdout
 
     as_json = json.loads(run_sup("plan", "--json", "--target", "kube", env=env).stdout)
     assert sorted((c["action"], c["kind"], c["name"], c["subject"]) for c in as_json) == [
         ("create", "network_policy", "login-kim", "kim"),
-        ("create", "pvc", "home-kim", "kim"),
+        ("create", "pvc", site.home("kim"), "kim"),
         ("create", "service", "login-kim", "kim"),
         ("create", "workload", "login-kim", "kim"),
     ]

@@ -12,7 +12,7 @@ from tests.kube.plans import NOW, applied, brief, diff, group, served, settings,
 def test_an_active_user_gets_four_objects_created_claim_and_policy_first() -> None:
     changes = diff(state(user("kim"), user("gone", 10001, active=False)), Observed())
     assert brief(changes) == [
-        ("create", "pvc", "home-kim"),
+        ("create", "pvc", "home-u10000"),
         ("create", "network_policy", "login-kim"),
         ("create", "service", "login-kim"),
         ("create", "workload", "login-kim"),
@@ -79,7 +79,7 @@ def test_deactivation_deletes_pod_service_and_policy_and_marks_the_home() -> Non
     observed = applied(diff(state(user("kim")), Observed()))
     changes = diff(state(user("kim", active=False)), observed)
     assert brief(changes) == [
-        ("update", "pvc", "home-kim"),
+        ("update", "pvc", "home-u10000"),
         ("delete", "workload", "login-kim"),
         ("delete", "service", "login-kim"),
         ("delete", "network_policy", "login-kim"),
@@ -91,10 +91,10 @@ def test_deactivation_deletes_pod_service_and_policy_and_marks_the_home() -> Non
 
 
 def _orphan(since: str) -> Observed:
-    home = applied(diff(state(user("kim")), Observed())).objects["pvc", "home-kim"]
+    home = applied(diff(state(user("kim")), Observed())).objects["pvc", "home-u10000"]
     body = copy.deepcopy(dict(home.body))
     body["metadata"]["annotations"]["sup/orphaned-since"] = since
-    return Observed({("pvc", "home-kim"): ObservedObject("pvc", body)}, {})
+    return Observed({("pvc", "home-u10000"): ObservedObject("pvc", body)}, {})
 
 
 def test_retention_deletes_a_home_only_when_it_has_passed() -> None:
@@ -103,12 +103,12 @@ def test_retention_deletes_a_home_only_when_it_has_passed() -> None:
     month = settings(pvc_retention="30d")
     assert diff(gone, _orphan("2026-04-01T12:00:01Z"), month) == []
     (delete,) = diff(gone, _orphan("2026-04-01T12:00:00Z"), month)
-    assert brief([delete]) == [("delete", "pvc", "home-kim")] and delete.subject == "kim"
+    assert brief([delete]) == [("delete", "pvc", "home-u10000")] and delete.subject == "kim"
     (remark,) = diff(gone, _orphan("yesterday"), month)  # unreadable: counted from now, never deleted
     assert remark.details_json()["orphaned_since"] == {"old": "yesterday", "new": "2026-05-01T12:00:00Z"}
-    home = applied(diff(state(user("kim")), Observed())).objects["pvc", "home-kim"]
-    (now,) = diff(gone, Observed({("pvc", "home-kim"): home}, {}), settings(pvc_retention="0s"))
-    assert brief([now]) == [("delete", "pvc", "home-kim")]  # 0s: no mark, at once
+    home = applied(diff(state(user("kim")), Observed())).objects["pvc", "home-u10000"]
+    (now,) = diff(gone, Observed({("pvc", "home-u10000"): home}, {}), settings(pvc_retention="0s"))
+    assert brief([now]) == [("delete", "pvc", "home-u10000")]  # 0s: no mark, at once
 
 
 def test_a_returning_user_gets_the_home_unmarked() -> None:
@@ -119,20 +119,20 @@ def test_a_returning_user_gets_the_home_unmarked() -> None:
 def _with_login(name: str) -> Observed:
     observed = applied(diff(state(user(name)), Observed()))
     objects = dict(observed.objects)
-    objects["pvc", f"home-{name}"] = _orphan("2026-04-01T12:00:00Z").objects["pvc", f"home-{name}"]
+    objects["pvc", "home-u10000"] = _orphan("2026-04-01T12:00:00Z").objects["pvc", "home-u10000"]
     return Observed(objects, {})
 
 
 def test_a_name_held_by_a_foreign_object_is_reported_and_the_pod_waits() -> None:
     foreign = served(
-        {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "home-kim"}},
+        {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "home-u10000"}},
         manager="kubectl",
     )
-    changes = diff(state(user("kim")), Observed({}, {("pvc", "home-kim"): foreign}))
+    changes = diff(state(user("kim")), Observed({}, {("pvc", "home-u10000"): foreign}))
     assert brief(changes) == [
         ("create", "network_policy", "login-kim"),
         ("create", "service", "login-kim"),
-        ("report", "pvc", "home-kim"),
+        ("report", "pvc", "home-u10000"),
         ("report", "workload", "login-kim"),
     ]
     assert "SUP did not create it" in changes[2].details_json()["error"]
@@ -141,11 +141,11 @@ def test_a_name_held_by_a_foreign_object_is_reported_and_the_pod_waits() -> None
 
 def test_a_claim_being_deleted_is_reported_and_left_alone() -> None:
     observed = applied(diff(state(user("kim")), Observed()))
-    home = observed.objects["pvc", "home-kim"]
+    home = observed.objects["pvc", "home-u10000"]
     home.body["metadata"]["deletionTimestamp"] = "2026-05-01T11:00:00Z"
     (report,) = diff(state(user("kim")), observed)
     assert report.action == "report" and "being deleted" in report.details_json()["reason"]
-    assert diff(state(), Observed({("pvc", "home-kim"): home}, {})) == []
+    assert diff(state(), Observed({("pvc", "home-u10000"): home}, {})) == []
 
 
 def test_claims_never_shrink_and_grow_only_when_bound() -> None:
@@ -153,7 +153,7 @@ def test_claims_never_shrink_and_grow_only_when_bound() -> None:
     assert diff(state(user("kim")), observed, settings(home_size="5Gi")) == []
     (wait,) = diff(state(user("kim")), observed, settings(home_size="20Gi"))
     assert wait.action == "report" and "once the claim is bound" in wait.details_json()["reason"]
-    observed.objects["pvc", "home-kim"].body["status"]["phase"] = "Bound"
+    observed.objects["pvc", "home-u10000"].body["status"]["phase"] = "Bound"
     (grow,) = diff(state(user("kim")), observed, settings(home_size="20Gi"))
     assert grow.details_json()["spec.resources.requests.storage"] == {"old": "10Gi", "new": "20Gi"}
 
@@ -180,13 +180,13 @@ def test_the_plan_is_the_same_for_the_same_input() -> None:
 
 def test_a_group_pod_never_mounts_a_claim_that_is_not_sups() -> None:
     desired = state(user("kim"), user("saul", 10001), groups=(group("physics", 50000, "kim", "saul"),))
-    theirs = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "home-kim"}}
-    observed = Observed({}, {("pvc", "home-kim"): served(theirs, manager="kubectl")})
+    theirs = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "home-u10000"}}
+    observed = Observed({}, {("pvc", "home-u10000"): served(theirs, manager="kubectl")})
     kube = settings(group_pods=["physics"], home_access_mode="ReadWriteMany")
     changes = diff(desired, observed, kube)
     reports = {(c.kind, c.name): c for c in changes if c.action == "report"}
-    assert set(reports) == {("pvc", "home-kim"), ("workload", "login-kim"), ("workload", "group-physics")}
-    assert "PersistentVolumeClaim home-kim" in reports["workload", "group-physics"].details_json()["error"]
+    assert set(reports) == {("pvc", "home-u10000"), ("workload", "login-kim"), ("workload", "group-physics")}
+    assert "PersistentVolumeClaim home-u10000" in reports["workload", "group-physics"].details_json()["error"]
     assert ("create", "workload", "login-saul") in brief(changes)
 
 

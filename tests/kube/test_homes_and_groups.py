@@ -50,18 +50,18 @@ def test_a_home_grows_with_the_setting_and_never_shrinks(
     site.with_kube(home_size="20Gi")
     (report,) = site.plan().changes  # not bound yet: the API server would refuse the resize
     assert report.action == "report" and "once the claim is bound" in report.details_json()["reason"]
-    assert _storage(site, "home-kim") == "10Gi"
+    assert _storage(site, site.home("kim")) == "10Gi"
 
-    _bind(site, "home-kim")
+    _bind(site, site.home("kim"))
     (grow,) = site.plan().changes
     assert grow.action == "update"
     assert grow.details_json()["spec.resources.requests.storage"] == {"old": "10Gi", "new": "20Gi"}
     site.converge()
-    assert _storage(site, "home-kim") == "20Gi"
+    assert _storage(site, site.home("kim")) == "20Gi"
 
     site.with_kube(home_size="5Gi")  # smaller: claims are never shrunk
     assert site.plan().changes == []
-    assert _storage(site, "home-kim") == "20Gi"
+    assert _storage(site, site.home("kim")) == "20Gi"
 
 
 def test_immutable_claim_fields_are_reported_not_changed(make_site: Callable[..., Site]) -> None:
@@ -75,7 +75,7 @@ def test_immutable_claim_fields_are_reported_not_changed(make_site: Callable[...
     assert "accessModes" in reasons[0] and "storageClassName" in reasons[1]
     result = site.reconcile()
     assert result.ok
-    pvc = site.get("pvc", "home-kim")
+    pvc = site.get("pvc", site.home("kim"))
     assert pvc is not None and pvc["spec"]["storageClassName"] == "fast"
 
 
@@ -108,7 +108,10 @@ def test_a_group_gets_a_shared_login_pod_for_its_members(make_site: Callable[...
     ]
     assert pod["spec"]["securityContext"]["fsGroup"] == 50000
     claims = sorted(v["persistentVolumeClaim"]["claimName"] for v in pod["spec"]["volumes"])
-    assert claims == ["home-kim", "home-saul"]  # ReadWriteMany homes: the members' own, nobody else's
+    assert claims == [
+        site.home("kim"),
+        site.home("saul"),
+    ]  # ReadWriteMany homes: the members' own, nobody else's
     service = site.get("service", "group-physics")
     assert service is not None and service["spec"]["selector"] == pod["metadata"]["labels"]
 
@@ -117,7 +120,7 @@ def test_a_group_gets_a_shared_login_pod_for_its_members(make_site: Callable[...
     sts = site.get("workload", "group-physics")
     assert sts is not None
     assert [v["persistentVolumeClaim"]["claimName"] for v in sts["spec"]["template"]["spec"]["volumes"]] == [
-        "home-kim"
+        site.home("kim")
     ]
 
     site.with_kube(group_pods=[])
@@ -190,4 +193,4 @@ def test_a_write_that_touches_a_group_pod_gets_a_full_read(make_site: Callable[.
     sts = site.get("workload", "group-physics")
     assert sts is not None
     claims = {v["persistentVolumeClaim"]["claimName"] for v in sts["spec"]["template"]["spec"]["volumes"]}
-    assert "home-saul" in claims
+    assert site.home("saul") in claims

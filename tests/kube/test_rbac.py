@@ -68,7 +68,7 @@ def test_a_whole_lifecycle_runs_under_the_charts_role_and_uses_all_of_it(
     site.with_kube(image="login:2")
     site.converge()  # updates
     with site.admin() as admin:  # labels removed by hand: SUP re-reads those objects (get)
-        for kind, name in [("pvc", "home-kim"), ("workload", "login-kim"), ("service", "login-kim"),
+        for kind, name in [("pvc", site.home("kim")), ("workload", "login-kim"), ("service", "login-kim"),
                            ("network_policy", "group-physics")]:  # fmt: skip
             admin.json_patch(
                 site.path(kind, name),
@@ -79,7 +79,7 @@ def test_a_whole_lifecycle_runs_under_the_charts_role_and_uses_all_of_it(
     site.converge()  # deletes the pod, marks the home
     site.now += datetime.timedelta(days=2)
     site.converge()  # deletes the home
-    assert "home-saul" not in site.live_names("pvc")
+    assert site.home("saul") not in site.live_names("pvc")
 
     used: set[tuple[str, str]] = set()
     for target in site.targets:

@@ -27,18 +27,18 @@ def test_a_pass_creates_home_pod_service_and_policy_for_each_user(site: Site) ->
     result = site.converge()
 
     hashed = "a-b---648fa9b31b"  # "a_b" is no DNS name: a slug and a hash of the exact name
-    assert site.names("pvc") == {"home-kim", f"home-{hashed}"}
+    assert site.names("pvc") == {site.home("kim"), site.home("a_b")}
     for kind in ("workload", "service", "network_policy"):
         assert site.names(kind) == {"login-kim", f"login-{hashed}"}
     assert len(result.changes) == 8 and {c.action for c in result.changes} == {"create"}
 
-    pvc = site.get("pvc", "home-kim")
+    pvc = site.get("pvc", site.home("kim"))
     assert pvc is not None
     assert pvc["spec"]["resources"]["requests"]["storage"] == "10Gi"
     assert pvc["spec"]["accessModes"] == ["ReadWriteOnce"]
     labels = pvc["metadata"]["labels"]
     assert labels["app.kubernetes.io/managed-by"] == "sup" and labels["sup/user"] == "kim"
-    odd = site.get("pvc", f"home-{hashed}")
+    odd = site.get("pvc", site.home("a_b"))
     assert odd is not None and odd["metadata"]["annotations"]["sup/username"] == "a_b"
 
     pod = _pod(site, "login-kim")
@@ -55,7 +55,7 @@ def test_a_pass_creates_home_pod_service_and_policy_for_each_user(site: Site) ->
         "requests": {"cpu": "4", "memory": "8Gi"},
     }
     assert container["volumeMounts"] == [{"name": "home", "mountPath": "/home/kim"}]
-    assert spec["volumes"] == [{"name": "home", "persistentVolumeClaim": {"claimName": "home-kim"}}]
+    assert spec["volumes"] == [{"name": "home", "persistentVolumeClaim": {"claimName": site.home("kim")}}]
     env = {e["name"]: e["value"] for e in container["env"]}
     assert env["SUP_USER"] == "kim" and env["SUP_SSH_PORT"] == "2222"
     assert _pod(site, f"login-{hashed}")["spec"]["securityContext"]["runAsUser"] == 10001
@@ -95,7 +95,7 @@ def test_settings_shape_the_objects(make_site: Callable[..., Site]) -> None:
     site.add_user("kim")
     site.converge()
 
-    pvc = site.get("pvc", "home-kim")
+    pvc = site.get("pvc", site.home("kim"))
     assert pvc is not None and pvc["spec"]["storageClassName"] == "fast"
     assert pvc["spec"]["resources"]["requests"]["storage"] == "50Gi"
     assert pvc["spec"]["accessModes"] == ["ReadWriteOncePod"]
@@ -179,7 +179,7 @@ def test_hand_edits_and_deletions_are_repaired(site: Site) -> None:
             [{"op": "remove", "path": "/metadata/labels/app.kubernetes.io~1managed-by"}],
         )
         admin.delete(site.path("workload", "login-saul"))
-        admin.delete(site.path("pvc", "home-saul"))  # stays Terminating: the pvc-protection finalizer
+        admin.delete(site.path("pvc", site.home("saul")))  # stays Terminating: the pvc-protection finalizer
 
     plan = site.plan()
     found = {(c.action.value, c.kind, c.name): c for c in plan.changes}
@@ -188,7 +188,7 @@ def test_hand_edits_and_deletions_are_repaired(site: Site) -> None:
         ("update", "network_policy", "login-kim"),
         ("update", "service", "login-saul"),
         ("create", "workload", "login-saul"),
-        ("report", "pvc", "home-saul"),
+        ("report", "pvc", site.home("saul")),
     }
     assert found["update", "workload", "login-kim"].details_json()[
         "spec.template.spec.containers[sshd].image"
@@ -196,7 +196,7 @@ def test_hand_edits_and_deletions_are_repaired(site: Site) -> None:
         "old": "evil:latest",
         "new": "sup-login:latest",
     }
-    assert "being deleted" in found["report", "pvc", "home-saul"].details_json()["reason"]
+    assert "being deleted" in found["report", "pvc", site.home("saul")].details_json()["reason"]
 
     result = site.reconcile()
     assert result.ok and len(result.targets[0].applied) == 4  # the report writes nothing
@@ -209,12 +209,12 @@ def test_hand_edits_and_deletions_are_repaired(site: Site) -> None:
 
     # the claim goes once its finalizer is removed (the controller-manager does that in a cluster)
     with site.admin() as admin:
-        admin.merge_patch(site.path("pvc", "home-saul"), {"metadata": {"finalizers": None}})
-    assert "home-saul" not in site.names("pvc")
+        admin.merge_patch(site.path("pvc", site.home("saul")), {"metadata": {"finalizers": None}})
+    assert site.home("saul") not in site.names("pvc")
     plan = site.plan()
-    assert [(c.action, c.kind, c.name) for c in plan.changes] == [("create", "pvc", "home-saul")]
+    assert [(c.action, c.kind, c.name) for c in plan.changes] == [("create", "pvc", site.home("saul"))]
     site.converge()
-    assert "home-saul" in site.live_names("pvc")
+    assert site.home("saul") in site.live_names("pvc")
 
 
 def test_deactivation_removes_the_pod_and_keeps_the_home(site: Site) -> None:
@@ -225,7 +225,7 @@ def test_deactivation_removes_the_pod_and_keeps_the_home(site: Site) -> None:
     site.update_user("kim", active=False)
     plan = site.plan()
     assert [(c.action, c.kind, c.name) for c in plan.changes] == [
-        ("update", "pvc", "home-kim"),  # marked: orphaned since now
+        ("update", "pvc", site.home("kim")),  # marked: orphaned since now
         ("delete", "workload", "login-kim"),
         ("delete", "service", "login-kim"),
         ("delete", "network_policy", "login-kim"),
@@ -235,7 +235,7 @@ def test_deactivation_removes_the_pod_and_keeps_the_home(site: Site) -> None:
     site.converge()
     for kind in ("workload", "service", "network_policy"):
         assert site.names(kind) == {"login-saul"}
-    pvc = site.get("pvc", "home-kim")
+    pvc = site.get("pvc", site.home("kim"))
     assert pvc is not None and not pvc["metadata"].get("deletionTimestamp")
     assert "sup/orphaned-since" in pvc["metadata"]["annotations"]
     assert site.statuses()["kim"] == ("in_sync", None)
@@ -243,7 +243,7 @@ def test_deactivation_removes_the_pod_and_keeps_the_home(site: Site) -> None:
     # back before any retention: the same home, unmarked, and a pod again
     site.update_user("kim", active=True)
     site.converge()
-    pvc_again = site.get("pvc", "home-kim")
+    pvc_again = site.get("pvc", site.home("kim"))
     assert pvc_again is not None and pvc_again["metadata"]["uid"] == pvc["metadata"]["uid"]
     assert "sup/orphaned-since" not in pvc_again["metadata"]["annotations"]
     assert "login-kim" in site.names("workload")
@@ -257,11 +257,12 @@ def test_a_home_is_deleted_only_after_the_retention(make_site: Callable[..., Sit
     site.add_user("kim")
     site.add_user("saul")
     site.converge()
+    kim, saul = site.home("kim"), site.home("saul")
 
     site.update_user("kim", active=False)
     site.delete_user("saul")  # removed from the store altogether: the same rule
     site.converge()
-    for name in ("home-kim", "home-saul"):
+    for name in (kim, saul):
         pvc = site.get("pvc", name)
         assert (
             pvc is not None and pvc["metadata"]["annotations"]["sup/orphaned-since"] == "2026-01-01T12:00:00Z"
@@ -273,8 +274,8 @@ def test_a_home_is_deleted_only_after_the_retention(make_site: Callable[..., Sit
     site.now += datetime.timedelta(hours=1)
     plan = site.plan()
     assert sorted((c.action, c.kind, c.name, c.subject) for c in plan.changes) == [
-        ("delete", "pvc", "home-kim", "kim"),
-        ("delete", "pvc", "home-saul", "saul"),
+        ("delete", "pvc", kim, "kim"),
+        ("delete", "pvc", saul, "saul"),
     ]
     site.reconcile()
     assert site.live_names("pvc") == set()  # deleted (their finalizer holds them here, as in a cluster
@@ -292,14 +293,16 @@ def test_keep_never_deletes_a_home(make_site: Callable[..., Site]) -> None:
     site.converge()
     site.now += datetime.timedelta(days=3650)
     assert site.plan().changes == []
-    assert "home-kim" in site.live_names("pvc")
+    assert site.home("kim") in site.live_names("pvc")
 
 
 def test_objects_sup_did_not_create_are_never_touched(site: Site) -> None:
+    site.add_user("kim")
+    site.add_user("saul")
     with site.admin() as admin:
         theirs = admin.create(
             site.path("pvc"),
-            {"metadata": {"name": "home-kim"},
+            {"metadata": {"name": site.home("kim")},
              "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}},
         )  # fmt: skip
         # somebody's own policy that happens to carry SUP's label
@@ -308,22 +311,20 @@ def test_objects_sup_did_not_create_are_never_touched(site: Site) -> None:
             {"metadata": {"name": "login-zed", "labels": {"app.kubernetes.io/managed-by": "sup"}},
              "spec": {"podSelector": {}}},
         )  # fmt: skip
-    site.add_user("kim")
-    site.add_user("saul")
 
     plan = site.plan()
     reports = {(c.kind, c.name): c.details_json() for c in plan.changes if c.action == "report"}
-    assert set(reports) == {("pvc", "home-kim"), ("workload", "login-kim")}
-    assert "SUP did not create it" in reports["pvc", "home-kim"]["error"]
+    assert set(reports) == {("pvc", site.home("kim")), ("workload", "login-kim")}
+    assert "SUP did not create it" in reports["pvc", site.home("kim")]["error"]
     assert not any(c.name == "login-zed" for c in plan.changes)
 
     result = site.reconcile()
     assert not result.ok  # a failed change: `sup reconcile` exits 8
     state, error = site.statuses()["kim"]
-    assert state == "error" and error is not None and "home-kim" in error
+    assert state == "error" and error is not None and site.home("kim") in error
     assert site.statuses()["saul"] == ("in_sync", None)
     assert "login-kim" not in site.names("workload")  # no pod without its home
-    pvc = site.get("pvc", "home-kim")
+    pvc = site.get("pvc", site.home("kim"))
     assert pvc is not None and pvc["metadata"]["resourceVersion"] == theirs["metadata"]["resourceVersion"]
     policy = site.get("network_policy", "login-zed")
     assert (
@@ -360,9 +361,9 @@ def test_a_pass_does_not_render_again_what_it_found_in_sync(site: Site, monkeypa
     rendered: list[str] = []
     original = Renderer._render
 
-    def counting(self: Renderer, kind: str, *args: Any) -> Any:
+    def counting(self: Renderer, kind: str, *args: Any, **kwargs: Any) -> Any:
         rendered.append(kind)
-        return original(self, kind, *args)
+        return original(self, kind, *args, **kwargs)
 
     monkeypatch.setattr(Renderer, "_render", counting)
     assert site.plan().changes == []
@@ -389,14 +390,14 @@ def test_a_pass_after_writes_reads_and_plans_only_the_users_they_named(site: Sit
     (kube,) = [t for t in scoped.targets if t.target == "kube"]
     assert kube.scoped and kube.state == "applied"
     assert {(c.action, c.kind, c.name) for c in kube.changes} == {
-        ("create", "pvc", "home-lalo"),
+        ("create", "pvc", site.home("lalo")),
         ("create", "network_policy", "login-lalo"),
         ("create", "service", "login-lalo"),
         ("create", "workload", "login-lalo"),
         ("delete", "workload", "login-kim"),
         ("delete", "service", "login-kim"),
         ("delete", "network_policy", "login-kim"),
-        ("update", "pvc", "home-kim"),  # marked orphaned: the home is kept for the retention
+        ("update", "pvc", site.home("kim")),  # marked orphaned: the home is kept for the retention
     }
     assert site.get("service", "login-saul") is None  # not named: not looked at
     assert site.statuses()["lalo"][0] == "in_sync"

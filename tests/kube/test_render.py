@@ -60,7 +60,7 @@ spec:
         "team": "hpc", "app.kubernetes.io/managed-by": "sup", "app.kubernetes.io/component": "login",
         "sup/user": "kim",
     }  # fmt: skip
-    assert Renderer(settings(templates_dir=str(tmp_path))).home(user("kim")).name == "home-kim"  # shipped
+    assert Renderer(settings(templates_dir=str(tmp_path))).home(user("kim")).name == "home-u10000"  # shipped
 
 
 def test_the_shipped_templates_are_json_and_yaml_alike() -> None:

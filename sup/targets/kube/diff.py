@@ -12,7 +12,9 @@ in `group_pods`: a shared login StatefulSet, Service and NetworkPolicy. Then:
 - SUP's workloads, Services and NetworkPolicies nobody wants any more are deleted (a deactivated
   user's, a removed group pod's); a home claim whose user is no longer active is marked with the time
   SUP first saw that (`sup/orphaned-since`) and deleted once `pvc_retention` has passed (never with
-  `keep`); a user who comes back before that gets the same claim back, unmarked;
+  `keep`); a user who comes back before that gets the same claim back, unmarked. Home claims follow
+  the uid (homes.py): a renamed user keeps theirs, and a claim whose owner's uid is active is never
+  retired, whatever its name; in a scoped pass a claim whose owner was not read is left alone;
 - an object being deleted (deletionTimestamp set) is left alone; if it is wanted, that is reported.
 """
 
@@ -29,6 +31,7 @@ from sup.domain.desired import DesiredState, DesiredUser
 from sup.targets.base import CREATE, DELETE, REPORT, UPDATE, Change
 from sup.targets.kube import names
 from sup.targets.kube.drift import differences
+from sup.targets.kube.homes import assign_claims, mounted_by_uid, owner_uid
 from sup.targets.kube.memo import VERIFIED
 from sup.targets.kube.model import (
     API_KIND,
@@ -88,11 +91,22 @@ def plan(
             if not found and item.inputs is not None and version is not None:
                 VERIFIED.remember((settings.namespace, *key), item.inputs, version, item.needed)
     retention = parse_retention(settings.pvc_retention)
+    mounted = mounted_by_uid(observed)
+    uids = {user.uid_number: user for user in desired.users.values()}
     for key, have in observed.objects.items():
         if key in wanted or have.terminating:
             continue
         if have.kind == PVC:
-            changes.extend(_retire_claim(have, retention, now, settings.namespace))
+            uid = owner_uid(have, desired.users, mounted)
+            owner = uids.get(uid) if uid is not None else None
+            if owner is not None and owner.active:
+                reason = (
+                    f"another home claim of uid {uid} (user {owner.username}); SUP mounts the one it "
+                    "chose and keeps this one"
+                )
+                changes.append(Change(TARGET, REPORT, PVC, have.name, Remark(reason), owner.username))
+            elif owner is not None or not observed.scoped:
+                changes.extend(_retire_claim(have, retention, now, settings.namespace))
         else:
             changes.append(_delete(have, "not wanted: its user or group is no longer active or provisioned"))
     return sorted(changes, key=_order)
@@ -114,10 +128,12 @@ def _wanted(
     changes: list[KubeChange],
 ) -> dict[tuple[str, str], Wanted]:
     items: list[Wanted] = []
+    claims = assign_claims(desired.users, observed)
     for name in sorted(desired.users):
         user = desired.users[name]
         if user.active:
-            items.extend(_user_objects(user, observed, renderer, settings.namespace))
+            claim = claims[user.uid_number]
+            items.extend(_user_objects(user, claim, observed, renderer, settings.namespace))
     for group_name in settings.group_pods:
         group = desired.groups.get(group_name)
         if group is None:
@@ -127,7 +143,7 @@ def _wanted(
             changes.append(Change(TARGET, REPORT, WORKLOAD, group_name, Remark(reason)))
             continue
         members = [desired.users[m] for m in sorted(group.members) if m in desired.users]
-        items.extend(renderer.group_login(group, members))
+        items.extend(renderer.group_login(group, members, claims))
     wanted: dict[tuple[str, str], Wanted] = {}
     clashes: dict[tuple[str, str], list[Wanted]] = {}
     for item in items:
@@ -144,21 +160,24 @@ def _wanted(
     return wanted
 
 
-def _user_objects(user: DesiredUser, observed: Observed, renderer: Renderer, namespace: str) -> list[Wanted]:
-    """A user's home claim and login objects: rendered, or, when the memo has every one of them in
-    sync with the same inputs at the resourceVersion just read, taken as they are (memo.py)."""
+def _user_objects(
+    user: DesiredUser, claim: str, observed: Observed, renderer: Renderer, namespace: str
+) -> list[Wanted]:
+    """A user's home claim (named `claim`) and login objects: rendered, or, when the memo has every
+    one of them in sync with the same inputs at the resourceVersion just read, taken as they are."""
     owner = names.Owner("user", user.username)
-    inputs = renderer.user_inputs(user)
+    inputs = renderer.user_inputs(user, claim)
     remembered = []
-    for kind, name in user_object_keys(owner):
+    for kind, name in user_object_keys(owner, claim):
         have = observed.objects.get((kind, name))
         needs_ = VERIFIED.verified((namespace, kind, name), inputs, have.resource_version if have else None)
         if needs_ is None:
             break
-        remembered.append(Wanted(kind, owner, {}, inputs, needs_))
+        remembered.append(Wanted(kind, owner, {}, inputs, needs_, claim if kind == PVC else ""))
     else:
         return remembered
-    return [replace(w, inputs=inputs) for w in (renderer.home(user), *renderer.user_login(user))]
+    rendered = (renderer.home(user, claim), *renderer.user_login(user, claim))
+    return [replace(w, inputs=inputs) for w in rendered]
 
 
 def _blocked(

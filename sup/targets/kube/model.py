@@ -32,6 +32,7 @@ class Wanted:
 
     `inputs`: what the manifest was rendered from, when the memo may remember it (memo.py).
     `verified`: set instead of a manifest when the memo knows the object is in sync: its needs.
+    `claim`: a home claim's name (homes.py: by uid, or an adopted older claim's).
     """
 
     kind: str
@@ -39,10 +40,11 @@ class Wanted:
     manifest: Manifest
     inputs: Hashable | None = None
     verified: tuple[tuple[str, str], ...] | None = None
+    claim: str = ""
 
     @property
     def name(self) -> str:
-        return self.owner.home if self.kind == PVC else self.owner.login  # as render._own sets it
+        return self.claim if self.kind == PVC else self.owner.login  # as render._own sets it
 
     @property
     def needed(self) -> list[tuple[str, str]]:
@@ -56,9 +58,14 @@ class Wanted:
         return self.owner.name if self.owner.kind == "user" else None
 
 
-def user_object_keys(owner: Owner) -> list[tuple[str, str]]:
+def user_object_keys(owner: Owner, claim: str) -> list[tuple[str, str]]:
     """(kind, name) of a user's objects: the home claim, and the login policy, Service and workload."""
-    return [(PVC, owner.home), (NETWORK_POLICY, owner.login), (SERVICE, owner.login), (WORKLOAD, owner.login)]
+    return [(PVC, claim), (NETWORK_POLICY, owner.login), (SERVICE, owner.login), (WORKLOAD, owner.login)]
+
+
+def login_keys(owner: Owner) -> list[tuple[str, str]]:
+    """(kind, name) of a user's login objects: named by the username, unlike the home claim."""
+    return [(NETWORK_POLICY, owner.login), (SERVICE, owner.login), (WORKLOAD, owner.login)]
 
 
 def needs(kind: str, name: str, manifest: Manifest) -> list[tuple[str, str]]:
@@ -125,10 +132,13 @@ class Observed:
     and since stripped of that label by hand), by (kind, name).
     `foreign`: every other object of those kinds, by (kind, name): SUP never writes them, and
     refuses to create an object under a name one of them holds.
+    `scoped`: only some users' objects were read (observe_users): a home claim whose owner is not
+    one of them may belong to a user that was not read, so the plan leaves it to a full pass.
     """
 
     objects: Mapping[tuple[str, str], ObservedObject] = field(default_factory=dict)
     foreign: Mapping[tuple[str, str], ObservedObject] = field(default_factory=dict)
+    scoped: bool = False
 
 
 # --- change details: what a plan says and apply.py performs ----------------------------------------

@@ -8,8 +8,10 @@ if 40 bits of SHA-256 collide; the diff still refuses two owners for one name, s
 (JupyterHub's KubeSpawner uses the same `---` trick for the same reason.)
 
 Names, by owner (users and groups get different prefixes, so "login-x" is never a group's):
-    user:  home-KEY (PersistentVolumeClaim), login-KEY (StatefulSet, Service, NetworkPolicy)
+    user:  home-uUID (PersistentVolumeClaim: by uid, so a home survives a rename; see homes.py),
+           login-KEY (StatefulSet, Service, NetworkPolicy)
     group: group-KEY (StatefulSet, Service, NetworkPolicy)
+Claims made before homes were named by uid are called home-KEY (`Owner.legacy_home`) and are adopted.
 A StatefulSet name must stay under 53 characters (its pods' controller-revision-hash label adds 11)
 and a Service name must start with a letter: keys are at most 39 characters, prefixes are letters.
 """
@@ -27,6 +29,7 @@ MANAGER = "sup"
 USER_LABEL = "sup/user"  # the user's key, on per-user objects and their pods
 GROUP_LABEL = "sup/group"  # the group's key, on per-group objects and their pods
 COMPONENT_LABEL = "app.kubernetes.io/component"  # home | login | group-login
+UID_LABEL = "sup/uid"  # the uid a home claim belongs to (its owner whatever their name)
 USER_ANNOTATION = "sup/username"  # the exact POSIX name: labels cannot hold every one
 GROUP_ANNOTATION = "sup/groupname"
 HASH_ANNOTATION = "sup/applied-hash"  # hash of the configuration SUP applied last
@@ -50,6 +53,11 @@ def key(name: str) -> str:
     return f"{slug or 'x'}---{digest}"
 
 
+def home_claim(uid_number: int) -> str:
+    """The name of the home claim SUP creates for the user with this uid."""
+    return f"home-u{uid_number}"
+
+
 @dataclass(frozen=True)
 class Owner:
     """Whose objects these are: a user (per-user pod and home) or a group (shared pod)."""
@@ -70,7 +78,8 @@ class Owner:
         return USER_ANNOTATION if self.kind == "user" else GROUP_ANNOTATION
 
     @property
-    def home(self) -> str:
+    def legacy_home(self) -> str:
+        """The name home claims had before they were named by uid (home-KEY): adopted, never made."""
         return f"home-{self.key}"
 
     @property

@@ -11,11 +11,13 @@ planned, so nothing is deleted, on a partial read.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from sup.targets.base import ObserveError
 from sup.targets.kube import names
 from sup.targets.kube.client import KubeApiError, KubeClient
-from sup.targets.kube.model import API_KIND, Observed, ObservedObject, user_object_keys
+from sup.targets.kube.homes import mounted_by_uid
+from sup.targets.kube.model import API_KIND, PVC, Observed, ObservedObject, login_keys
 
 OURS = f"{names.MANAGED_BY}={names.MANAGER}"
 OTHERS = f"{names.MANAGED_BY}!={names.MANAGER}"
@@ -43,19 +45,37 @@ def observe(client: KubeClient, field_manager: str) -> Observed:
 
 
 def observe_users(client: KubeClient, field_manager: str, usernames: Iterable[str]) -> Observed:
-    """Only these users' objects, each read by name (four GETs a user): for a pass that the outbox
-    scoped to a few users. Classified as `observe` does; any failed request raises ObserveError."""
+    """Only these users' objects: for a pass that the outbox scoped to a few users. Their login
+    objects are read by name (three GETs a user); their home claims, named by uid (homes.py), by one
+    list of SUP's claims labelled with their names (a renamed user's claim still carries the old
+    name, which the outbox names too), plus by name the claims their workloads mount and any claim
+    of the older naming (home-KEY). Classified as `observe` does; any failed request raises
+    ObserveError."""
     objects: dict[tuple[str, str], ObservedObject] = {}
     foreign: dict[tuple[str, str], ObservedObject] = {}
+
+    def found(kind: str, body: dict[str, Any]) -> None:
+        item = ObservedObject(kind, body)
+        (objects if item.applied_by(field_manager) else foreign)[kind, item.name] = item
+
+    owners = [names.Owner("user", username) for username in sorted(set(usernames))]
     try:
-        for username in usernames:
-            owner = names.Owner("user", username)
-            for kind, name in user_object_keys(owner):
+        for owner in owners:
+            for kind, name in login_keys(owner):
                 body = client.get(kind, name)
-                if body is None:
-                    continue
-                item = ObservedObject(kind, body)
-                (objects if item.applied_by(field_manager) else foreign)[kind, name] = item
+                if body is not None:
+                    found(kind, body)
+        if owners:
+            keys = ",".join(sorted({owner.key for owner in owners}))
+            for body in client.list(PVC, f"{OURS},{names.USER_LABEL} in ({keys})"):
+                found(PVC, body)
+        wanted_claims = {owner.legacy_home for owner in owners} | set(mounted_by_uid(Observed(objects)))
+        for name in sorted(wanted_claims):
+            if (PVC, name) in objects or (PVC, name) in foreign:
+                continue
+            body = client.get(PVC, name)
+            if body is not None:
+                found(PVC, body)
     except KubeApiError as exc:
         raise ObserveError(f"cannot read namespace {client.namespace}: {exc}") from None
-    return Observed(objects, foreign)
+    return Observed(objects, foreign, scoped=True)

@@ -74,32 +74,40 @@ class Renderer:
         self.network = _network(settings)
         self.fingerprint = _fingerprint(settings, search)
 
-    def user_inputs(self, user: DesiredUser) -> Hashable:
+    def user_inputs(self, user: DesiredUser, claim: str) -> Hashable:
         """Everything a user's objects are rendered from (the memo's key, memo.py)."""
-        return (self.fingerprint, user)
+        return (self.fingerprint, user, claim)
 
     # --- per user and per group ------------------------------------------------------------------
 
-    def home(self, user: DesiredUser) -> Wanted:
+    def home(self, user: DesiredUser, claim: str | None = None) -> Wanted:
+        """The user's home claim, named `claim` (homes.py; by default the one named by their uid)."""
         owner = names.Owner("user", user.username)
-        return self._render(PVC, HOME_PVC, owner, {"user": _user_context(user)}, names.HOME)
+        claim = claim or names.home_claim(user.uid_number)
+        extra = {"user": _user_context(user)}
+        return self._render(PVC, HOME_PVC, owner, extra, names.HOME, claim=claim, uid=user.uid_number)
 
-    def user_login(self, user: DesiredUser) -> list[Wanted]:
-        """The login StatefulSet, its Service and NetworkPolicy (an active user's)."""
+    def user_login(self, user: DesiredUser, claim: str | None = None) -> list[Wanted]:
+        """The login StatefulSet, mounting the home claim `claim`, its Service and NetworkPolicy."""
         owner = names.Owner("user", user.username)
+        claim = claim or names.home_claim(user.uid_number)
         context = {"user": _user_context(user)}
         return [
-            self._render(NETWORK_POLICY, NETWORK_POLICY_TEMPLATE, owner, context, names.LOGIN),
-            self._render(SERVICE, SERVICE_TEMPLATE, owner, context, names.LOGIN),
-            self._render(WORKLOAD, USER_WORKLOAD, owner, context, names.LOGIN),
+            self._render(NETWORK_POLICY, NETWORK_POLICY_TEMPLATE, owner, context, names.LOGIN, claim=claim),
+            self._render(SERVICE, SERVICE_TEMPLATE, owner, context, names.LOGIN, claim=claim),
+            self._render(WORKLOAD, USER_WORKLOAD, owner, context, names.LOGIN, claim=claim),
         ]
 
-    def group_login(self, group: DesiredGroup, members: Iterable[DesiredUser]) -> list[Wanted]:
+    def group_login(
+        self, group: DesiredGroup, members: Iterable[DesiredUser], claims: Mapping[int, str] | None = None
+    ) -> list[Wanted]:
+        """`claims`: uid -> home claim name (homes.py), for the members' homes."""
         owner = names.Owner("group", group.name)
+        claims = claims or {}
         context = {
             "group": {"name": group.name, "gid_number": group.gid_number},
             "members": [
-                {**_user_context(m), "claim": names.Owner("user", m.username).home}
+                {**_user_context(m), "claim": claims.get(m.uid_number) or names.home_claim(m.uid_number)}
                 for m in sorted(members, key=lambda m: m.username)
             ],
         }
@@ -112,12 +120,20 @@ class Renderer:
     # --- rendering ---------------------------------------------------------------------------------
 
     def _render(
-        self, kind: str, template: str, owner: names.Owner, extra: Mapping[str, Any], component: str
+        self,
+        kind: str,
+        template: str,
+        owner: names.Owner,
+        extra: Mapping[str, Any],
+        component: str,
+        *,
+        claim: str = "",
+        uid: int | None = None,
     ) -> Wanted:
         context = {
             "namespace": self.namespace,
             "owner": {"kind": owner.kind, "name": owner.name, "key": owner.key},
-            "names": {"home": owner.home, "login": owner.login, "key": owner.key},
+            "names": {"home": claim or owner.legacy_home, "login": owner.login, "key": owner.key},
             "pod_labels": owner.pod_labels(),
             "settings": self.values,
             "network": self.network,
@@ -143,8 +159,8 @@ class Renderer:
         ):
             raise TemplateError(f"template {template} must render one {api_version} {api_kind}")
         manifest = _prune(manifest)
-        _own(manifest, kind, owner, component, self.namespace)
-        return Wanted(kind, owner, manifest)
+        _own(manifest, kind, owner, component, self.namespace, claim, uid)
+        return Wanted(kind, owner, manifest, claim=claim if kind == PVC else "")
 
 
 def _fingerprint(settings: KubeSettings, search: list[str]) -> str:
@@ -216,15 +232,25 @@ def _prune(value: Any) -> Any:
     return value
 
 
-def _own(manifest: Manifest, kind: str, owner: names.Owner, component: str, namespace: str) -> None:
-    """Set what SUP relies on, whatever the template said."""
+def _own(
+    manifest: Manifest,
+    kind: str,
+    owner: names.Owner,
+    component: str,
+    namespace: str,
+    claim: str,
+    uid: int | None,
+) -> None:
+    """Set what SUP relies on, whatever the template said (a home claim: its name and uid label)."""
     metadata = manifest.setdefault("metadata", {})
     if not isinstance(metadata, dict):
         raise TemplateError(f"the {kind} template's metadata must be a mapping")
-    metadata["name"] = owner.home if kind == PVC else owner.login
+    metadata["name"] = claim if kind == PVC else owner.login
     metadata["namespace"] = namespace
     labels = metadata.get("labels") or {}
     labels.update({names.MANAGED_BY: names.MANAGER, names.COMPONENT_LABEL: component, owner.label: owner.key})
+    if kind == PVC and uid is not None:
+        labels[names.UID_LABEL] = str(uid)
     metadata["labels"] = labels
     annotations = metadata.get("annotations") or {}
     annotations[owner.annotation] = owner.name
