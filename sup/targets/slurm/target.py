@@ -79,7 +79,7 @@ class SlurmTarget:
     # --- diff --------------------------------------------------------------------------------------
 
     def diff(self, desired: DesiredState, observed: Observed, scope: Scope | None = None) -> list[Change]:
-        return plan(build(desired, self.config), observed)
+        return plan(build(desired, self.config, self.context.clock()), observed)
 
     # --- apply -------------------------------------------------------------------------------------
 
