@@ -138,6 +138,10 @@ class DesiredState:
     users: Mapping[str, DesiredUser] = field(default_factory=dict)
     groups: Mapping[str, DesiredGroup] = field(default_factory=dict)
     accounts: Mapping[str, DesiredAccount] = field(default_factory=dict)
+    # Users whose POSIX identity (uid, in the directory the nodes read) is not provisioned yet. Set by
+    # the planner for a target that needs it (TargetSpec.needs): such a target creates nothing that
+    # would make a node look the user up (a failed lookup is cached) until they leave this set.
+    identity_pending: frozenset[str] = frozenset()
 
     def active_usernames(self) -> frozenset[str]:
         return frozenset(name for name, user in self.users.items() if user.active)

@@ -24,6 +24,10 @@ if TYPE_CHECKING:
 
 S = TypeVar("S", bound=BaseModel)
 
+# A capability a target provides to others (TargetSpec.provides / .needs): the users' POSIX identity
+# in the directory that login and compute nodes read.
+POSIX_IDENTITY = "posix-identity"
+
 # lock(name, timeout_seconds): a context manager holding the named writer lock, shared by every SUP
 # process of the same store (other replicas too); raises sup.common.locks.LockTimeout when it is not
 # free within the timeout.
@@ -55,6 +59,10 @@ class TargetSpec(Generic[S]):
     can_scope     (settings, scope, desired) -> whether a pass may read and plan only the scope's users
                   and groups (`observe(scope)`, `diff(..., scope)`); None: the target always reads all
     adopt         hook of `sup import --from-<name>`: read the target into an Adoption; None: cannot
+    provides      capabilities it provisions for other targets (POSIX_IDENTITY: the LDAP target)
+    needs         capabilities that must exist before it creates something for a user: when an enabled
+                  target provides one, the planner applies that target first and tells this one which
+                  users are not provisioned there yet (DesiredState.identity_pending)
     """
 
     name: str
@@ -62,3 +70,5 @@ class TargetSpec(Generic[S]):
     open: Callable[[TargetContext[S]], Target[Any]]
     can_scope: Callable[[S, Scope, DesiredState], bool] | None = None
     adopt: Callable[[TargetContext[S], Adoption], None] | None = None
+    provides: frozenset[str] = frozenset()
+    needs: frozenset[str] = frozenset()

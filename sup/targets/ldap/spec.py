@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from sup.targets.adoption import Adoption
 from sup.targets.ldap.settings import LdapSettings
-from sup.targets.spec import TargetContext, TargetSpec
+from sup.targets.spec import POSIX_IDENTITY, TargetContext, TargetSpec
 
 if TYPE_CHECKING:
     from sup.targets.ldap.target import LdapTarget
@@ -25,5 +25,9 @@ def _adopt(context: TargetContext[LdapSettings], adoption: Adoption) -> None:
 
 
 SPEC: TargetSpec[LdapSettings] = TargetSpec(
-    name="ldap", settings_model=LdapSettings, open=_open, adopt=_adopt
+    name="ldap",
+    settings_model=LdapSettings,
+    open=_open,
+    adopt=_adopt,
+    provides=frozenset({POSIX_IDENTITY}),
 )

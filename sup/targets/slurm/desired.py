@@ -59,6 +59,7 @@ class SlurmDesired:
     suspended: Mapping[str, datetime.datetime | None] = field(default_factory=dict)  # user -> since
     deadline: datetime.timedelta = datetime.timedelta(0)
     now: datetime.datetime = _NEVER  # when the plan is made (the target's clock)
+    identity_pending: frozenset[str] = frozenset()  # no POSIX identity yet: no first association
     _accounts_of: dict[str, tuple[str, ...]] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -183,4 +184,5 @@ def build(
         },
         deadline=settings.deadline(),
         now=now or datetime.datetime.now(datetime.UTC),
+        identity_pending=desired.identity_pending & users,
     )

@@ -199,12 +199,12 @@ def _cluster(desired: SlurmDesired, observed: Observed, state: ClusterState, out
         for partition in spec.partitions
     }
     present = {key for key in state.users if key[0] in authoritative and key[1] not in desired.ignore_users}
-    adds = sorted(wanted - present)
+    before = state.accounts_by_user()
+    adds = _first_after_identity(desired, state, before, sorted(wanted - present), out)
     # Staged offboarding: a suspended user's associations are blocked first and kept until the deadline.
     unwanted = sorted(present - wanted)
     deletes = [key for key in unwanted if not desired.held(key[1])]
     _blocks(desired, state, [key for key in unwanted if desired.offboarding(key[1])], out)
-    before = state.accounts_by_user()
 
     for account, user, partition in adds:
         details = {"cluster": cluster, "account": account, "user": user}
@@ -242,6 +242,32 @@ def _cluster(desired: SlurmDesired, observed: Observed, state: ClusterState, out
         name = association_name(account, user, partition)
         out.removals.append(Change(TARGET, DELETE, ASSOCIATION, name, details, subject=user))
     return set(after)
+
+
+def _first_after_identity(
+    desired: SlurmDesired,
+    state: ClusterState,
+    before: Mapping[str, set[str]],
+    adds: list[tuple[str, str, str]],
+    out: _Plan,
+) -> list[tuple[str, str, str]]:
+    """The adds, without those of users new to the cluster whose POSIX identity is not provisioned
+    yet (reported instead): slurmctld looks a user up when their first association arrives, and a
+    failed lookup is cached, so their jobs would be rejected."""
+    kept, waiting = [], set()
+    for key in adds:
+        user = key[1]
+        if user in desired.identity_pending and user not in before:
+            waiting.add(user)
+        else:
+            kept.append(key)
+    for user in sorted(waiting):
+        details = {
+            "cluster": state.name,
+            "reason": "waits for the user's POSIX identity before their first association",
+        }
+        out.reports.append(Change(TARGET, REPORT, USER, user, details, subject=user))
+    return kept
 
 
 def _blocks(desired: SlurmDesired, state: ClusterState, keys: list[tuple[str, str, str]], out: _Plan) -> None:
