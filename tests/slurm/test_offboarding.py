@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Callable
+from pathlib import Path
 
 from tests.slurm import helpers as h
 from tests.slurm.site import Site
@@ -125,3 +126,24 @@ def test_staged_offboarding_after_the_deadline_keeps_the_default_while_a_job_run
     site.slurmdbd.finish_job(site.cluster, 5252)
     site.converge()
     assert {u for _, u, _ in site.associations()} == {"kim"}
+
+
+def test_a_running_jobs_command_lets_users_without_jobs_go_before_the_deadline(
+    make_site: Callable[..., Site], cluster: str
+) -> None:
+    sacct = str(Path(make_site().slurmdbd.bin["sacctmgr"]).with_name("sacct"))
+    command = [sacct, "-a", "-M", cluster, "-n", "-P", "-X", "-s", "R,PD,S,RQ", "-o", "User"]
+    site = make_site(offboarding="staged", offboarding_deadline="7d", running_jobs_command=command)
+    _science(site)
+    site.converge()
+    site.slurmdbd.fake_running_job(site.cluster, "phys", "saul", job_id=5353)
+    _suspend(site, "kim")
+    _suspend(site, "saul")
+
+    result = site.reconcile()
+    assert result.ok, [(f.change.name, f.error) for f in result.targets[0].failed]  # saul: not tried
+    assert {u for _, u, _ in site.associations()} == {"saul"}  # kim had nothing running
+    assert _max_submit(site, "saul") == {"chem": "0", "phys": "0"}
+    site.slurmdbd.finish_job(site.cluster, 5353)
+    site.converge()
+    assert site.associations() == set()

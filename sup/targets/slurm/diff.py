@@ -203,7 +203,7 @@ def _cluster(desired: SlurmDesired, observed: Observed, state: ClusterState, out
     adds = _first_after_identity(desired, state, before, sorted(wanted - present), out)
     # Staged offboarding: a suspended user's associations are blocked first and kept until the deadline.
     unwanted = sorted(present - wanted)
-    deletes = [key for key in unwanted if not desired.held(key[1])]
+    deletes = [key for key in unwanted if not _held(desired, observed, key[1])]
     _blocks(desired, state, [key for key in unwanted if desired.offboarding(key[1])], out)
 
     for account, user, partition in adds:
@@ -268,6 +268,11 @@ def _first_after_identity(
         }
         out.reports.append(Change(TARGET, REPORT, USER, user, details, subject=user))
     return kept
+
+
+def _held(desired: SlurmDesired, observed: Observed, user: str) -> bool:
+    """Kept blocked: before the deadline, unless the running-jobs command says nothing runs."""
+    return desired.held(user) and (observed.running is None or user in observed.running)
 
 
 def _blocks(desired: SlurmDesired, state: ClusterState, keys: list[tuple[str, str, str]], out: _Plan) -> None:

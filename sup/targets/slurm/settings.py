@@ -52,6 +52,12 @@ class SlurmSettings(Section):
         description="staged offboarding: how long after the suspension the blocked associations are "
         "removed (30d, 12h, 90m, 0s)",
     )
+    running_jobs_command: list[str] | None = Field(
+        None,
+        description="staged offboarding: a command (argv) printing the users that still have jobs, "
+        "one per line (first `|`-separated field); a suspended user it does not list is removed "
+        "before the deadline. E.g. [sacct, -a, -L, -n, -P, -X, -s, 'R,PD,S,RQ', -o, User]",
+    )
     chunk_size: int = Field(
         1000, ge=1, le=20000, description="names per sacctmgr call (measured: bench/slurm_bench.py)"
     )
