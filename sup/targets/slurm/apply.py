@@ -360,17 +360,20 @@ class Applier:
 
     def _cleared(self, items: list[tuple[str, Change]]) -> list[tuple[str, Change]]:
         """The items whose user has no failed change on the same cluster; the others fail here."""
-        failed = {(f.change.subject, f.change.details.get("cluster")) for f in self._failed.values()}
+        failed: dict[tuple[str | None, Any], Failure] = {}
+        for failure in self._failed.values():
+            failed.setdefault((failure.change.subject, failure.change.details.get("cluster")), failure)
         cleared = []
         for name, change in items:
-            if (change.subject, change.details.get("cluster")) in failed:
-                self._fail(
-                    change,
-                    "kept: the user's default account goes last, once their other changes on this "
-                    "cluster went through",
-                )
-            else:
+            cause = failed.get((change.subject, change.details.get("cluster")))
+            if cause is None:
                 cleared.append((name, change))
+                continue
+            self._fail(
+                change,
+                "kept: the user's default account goes last, once their other changes on this "
+                f"cluster went through ({cause.change.name}: {cause.error})",
+            )
         return cleared
 
     def _execute(self, batch: _Batch) -> bool:
