@@ -175,3 +175,6 @@ class Observed:
     clusters: dict[str, ClusterState]
     accounts: dict[str, AccountInfo]
     admin_levels: dict[str, str]  # every Slurm user -> "None" | "Operator" | "Administrator"
+    # Users with jobs still running (slurm.running_jobs_command); None: not known (no command, or
+    # it failed), and then staged offboarding waits for its deadline.
+    running: frozenset[str] | None = None
