@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from sup.domain.gecos import gecos_text
@@ -34,6 +35,7 @@ class StoredUser:
     active: bool
     groups: frozenset[str]
     default_account: str | None = None  # explicit Slurm default account, if the admin chose one
+    suspended_at: datetime | None = None  # when the user was deactivated (None while active)
 
 
 @dataclass(frozen=True)
@@ -89,6 +91,9 @@ class DesiredUser:
     ssh_public_keys: tuple[str, ...]
     active: bool
     default_account: str | None = None  # explicit Slurm default account (used if they are a member)
+    # When the user was deactivated (None while active, or not recorded): staged offboarding counts
+    # its deadline from here (e.g. the Slurm target's `offboarding_deadline`).
+    suspended_at: datetime | None = None
 
     @property
     def cn(self) -> str:
@@ -133,6 +138,10 @@ class DesiredState:
     users: Mapping[str, DesiredUser] = field(default_factory=dict)
     groups: Mapping[str, DesiredGroup] = field(default_factory=dict)
     accounts: Mapping[str, DesiredAccount] = field(default_factory=dict)
+    # Users whose POSIX identity (uid, in the directory the nodes read) is not provisioned yet. Set by
+    # the planner for a target that needs it (TargetSpec.needs): such a target creates nothing that
+    # would make a node look the user up (a failed lookup is cached) until they leave this set.
+    identity_pending: frozenset[str] = frozenset()
 
     def active_usernames(self) -> frozenset[str]:
         return frozenset(name for name, user in self.users.items() if user.active)
@@ -160,6 +169,7 @@ def derive(snapshot: StoreSnapshot, policy: Policy) -> DesiredState:
             ssh_public_keys=u.ssh_public_keys if u.active else (),
             active=u.active,
             default_account=u.default_account,
+            suspended_at=None if u.active else u.suspended_at,
         )
     active = frozenset(name for name, user in users.items() if user.active)
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sqlalchemy import Connection, Engine, select
@@ -34,6 +34,7 @@ from sup.store.snapshot import load_snapshot
 from sup.targets.base import DELETE, AnyDetails, Change, Failure, ObserveError, Scope, TargetError
 from sup.targets.registry import SPECS
 from sup.targets.spec import TargetSpec
+from sup.users.status import IN_SYNC
 
 log = logging.getLogger(__name__)
 
@@ -161,6 +162,18 @@ def run_pass(
     spent = {s.name: _spent(sessions, s.name, window) if apply else Spent() for s in enabled}
     engine = _engine_of(sessions)
 
+    providers = _providers(specs, settings)
+    in_sync = {name: _in_sync_on_target(sessions, name) for name in _needed(enabled, providers)}
+    running: dict[str, Future[TargetPass]] = {}
+
+    def gate(spec: TargetSpec[Any]) -> Callable[[DesiredState], DesiredState] | None:
+        needed = {name for capability in spec.needs for name in providers.get(capability, ())}
+        if not needed:
+            return None
+        return lambda desired: replace(
+            desired, identity_pending=_pending(desired, needed, in_sync, running, scope)
+        )
+
     def one(spec: TargetSpec[Any]) -> TargetPass:
         step(spec.name)
         started = time.perf_counter()
@@ -175,15 +188,22 @@ def run_pass(
             apply=apply,
             force=force,
             scope=scope,
+            gate=gate(spec),
         )
         _count(result, time.perf_counter() - started, apply)
         return result
 
     # The targets are independent and mostly wait on their servers (slapd, sacctmgr/slurmdbd, the API
     # server), so they run side by side: a pass takes about as long as its slowest target, not the sum.
-    # The store is read before and written after, from this thread only.
+    # One exception: a target that needs what another provides (TargetSpec.needs, e.g. Slurm needs
+    # the POSIX identity LDAP provides) observes alongside, then waits for the provider's outcome
+    # before it plans (see `_pending`). Providers are submitted first, and there is a thread per
+    # target, so the wait cannot starve. The store is read before and written after, from this
+    # thread only.
     with ThreadPoolExecutor(max_workers=max(1, len(enabled)), thread_name_prefix="target") as pool:
-        done_by_name = dict(zip([s.name for s in enabled], pool.map(one, enabled), strict=True))
+        for spec in sorted(enabled, key=lambda s: bool(s.needs)):
+            running[spec.name] = pool.submit(one, spec)
+        done_by_name = {name: future.result() for name, future in running.items()}
     results = []
     for name in (spec.name for spec in selected):
         if name not in done_by_name:
@@ -243,6 +263,57 @@ def _record_spent(session: Session, result: TargetPass, actor: Actor, window: in
     if forced:
         after = {"refusal": result.overridden, "applied": len(result.applied), "failed": len(result.failed)}
         record(session, actor, "force", "target", result.target, after=after)
+
+
+def _providers(specs: Sequence[TargetSpec[Any]], settings: Settings) -> dict[str, list[str]]:
+    """capability -> the enabled targets that provide it (whether or not this pass selects them)."""
+    found: dict[str, list[str]] = {}
+    for spec in specs:
+        if settings.target_enabled(spec.name):
+            for capability in spec.provides:
+                found.setdefault(capability, []).append(spec.name)
+    return found
+
+
+def _needed(enabled: Sequence[TargetSpec[Any]], providers: dict[str, list[str]]) -> set[str]:
+    return {name for spec in enabled for c in spec.needs for name in providers.get(c, ())}
+
+
+def _pending(
+    desired: DesiredState,
+    providers: set[str],
+    in_sync: dict[str, frozenset[str]],
+    running: dict[str, Future[TargetPass]],
+    scope: Scope | None,
+) -> frozenset[str]:
+    """The desired users some provider does not hold yet. A provider holds the users it had in sync
+    after earlier passes, and, when it ran in this pass without a target-wide failure, the users the
+    pass covered (all, or the scope's) whose changes did not fail. Waits for the providers of this
+    pass to finish (they apply first)."""
+    pending: set[str] = set()
+    for name in providers:
+        held = set(in_sync.get(name, frozenset()))
+        future = running.get(name)
+        if future is not None:
+            result = future.result()
+            if result.state in (PLANNED, APPLIED, PARTIAL):
+                covered = scope.users if result.scoped and scope is not None else desired.users.keys()
+                failed = {f.change.subject for f in result.failed}
+                held |= {user for user in covered if user not in failed}
+        pending |= {user for user in desired.users if user not in held}
+    return frozenset(pending)
+
+
+def _in_sync_on_target(sessions: sessionmaker[Session], target: str) -> frozenset[str]:
+    """The users the target held in sync after the passes so far."""
+    with sessions() as session:
+        return frozenset(
+            session.scalars(
+                select(TargetStatus.username).where(
+                    TargetStatus.target == target, TargetStatus.state == IN_SYNC
+                )
+            )
+        )
 
 
 def _active_on_target(sessions: sessionmaker[Session], target: str) -> frozenset[str]:
@@ -322,7 +393,10 @@ def _one_target(
     force: bool,
     scope: Scope | None = None,
     spent: Spent = Spent(),
+    gate: Callable[[DesiredState], DesiredState] | None = None,
 ) -> TargetPass:
+    """`gate`: called after the observation, gives the desired state to plan against (the planner's
+    ordering of targets that need what another provides)."""
     name = spec.name
     try:
         context = target_context(spec, settings, engine)
@@ -338,6 +412,8 @@ def _one_target(
         ):
             scope = None
         observed = target.observe(scope)
+        if gate is not None:
+            desired = gate(desired)
         changes = target.diff(desired, observed, scope)
         result = TargetPass(name, PLANNED, changes=changes, scoped=scope is not None)
         if not apply or not changes:

@@ -45,6 +45,7 @@ def load_snapshot(session: Session) -> StoreSnapshot:
             User.home_directory,
             User.active,
             User.slurm_default_account,
+            User.suspended_at,
         )
     )
     users = tuple(
@@ -62,6 +63,7 @@ def load_snapshot(session: Session) -> StoreSnapshot:
             active=active,
             groups=frozenset(groups_of.get(user_id, ())),
             default_account=default_account,
+            suspended_at=suspended_at,
         )
         for (
             user_id,
@@ -76,6 +78,7 @@ def load_snapshot(session: Session) -> StoreSnapshot:
             home_directory,
             active,
             default_account,
+            suspended_at,
         ) in user_rows
     )
     groups = tuple(

@@ -24,6 +24,10 @@ if TYPE_CHECKING:
 
 S = TypeVar("S", bound=BaseModel)
 
+# A capability a target provides to others (TargetSpec.provides / .needs): the users' POSIX identity
+# in the directory that login and compute nodes read.
+POSIX_IDENTITY = "posix-identity"
+
 # lock(name, timeout_seconds): a context manager holding the named writer lock, shared by every SUP
 # process of the same store (other replicas too); raises sup.common.locks.LockTimeout when it is not
 # free within the timeout.
@@ -58,6 +62,10 @@ class TargetSpec(Generic[S]):
     privileged_groups  settings -> the groups whose members the target gives power (sudo, an admin
                   level): only sources in sources.privileged_group_writers may create or fill them
                   (sup/domain/privilege.py); None: the target makes no group privileged
+    provides      capabilities it provisions for other targets (POSIX_IDENTITY: the LDAP target)
+    needs         capabilities that must exist before it creates something for a user: when an enabled
+                  target provides one, the planner applies that target first and tells this one which
+                  users are not provisioned there yet (DesiredState.identity_pending)
     """
 
     name: str
@@ -66,3 +74,5 @@ class TargetSpec(Generic[S]):
     can_scope: Callable[[S, Scope, DesiredState], bool] | None = None
     adopt: Callable[[TargetContext[S], Adoption], None] | None = None
     privileged_groups: Callable[[S], frozenset[str]] | None = None
+    provides: frozenset[str] = frozenset()
+    needs: frozenset[str] = frozenset()

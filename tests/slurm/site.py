@@ -4,6 +4,9 @@ and reconcile, and here: look at the accounting database as sacctmgr shows it.""
 
 from __future__ import annotations
 
+import dataclasses
+import datetime
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -28,8 +31,11 @@ class Site(TargetSite[SlurmTarget]):
     settings: Settings
     sessions: sessionmaker[Session]
     targets: list[SlurmTarget] = field(default_factory=list)
+    clock: Callable[[], datetime.datetime] | None = None  # the targets' clock, when a test sets it
 
     def open_target(self, context: TargetContext[Any]) -> SlurmTarget:
+        if self.clock is not None:
+            context = dataclasses.replace(context, clock=self.clock)
         return SlurmTarget(context)
 
     def writes_of(self, target: SlurmTarget) -> int:

@@ -267,3 +267,28 @@ def test_timeouts_and_an_unreachable_slurmdbd(tmp_path: Path) -> None:
         down.show("association", ["User"])
     with pytest.raises(TargetError, match="sacctmgr not found"):
         Sacctmgr(str(tmp_path / "missing"), timeout=5).write(["add", "user", "kim"])
+
+
+def test_a_first_association_waits_for_the_posix_identity() -> None:
+    desired = DesiredState(
+        users={"kim": _user("kim"), "saul": _user("saul", default="phys")},
+        accounts={
+            "phys": _account("phys", "root", {"kim", "saul"}),
+            "chem": _account("chem", "root", {"saul"}),
+        },
+        identity_pending=frozenset({"kim", "saul"}),
+    )
+    state = ClusterState("c1")
+    state.accounts = {
+        "root": _row("root"),
+        "phys": _row("phys", parent="root"),
+        "chem": _row("chem", parent="root"),
+    }
+    state.users = {("phys", "saul", ""): _row("phys", "saul")}  # saul is known to the scheduler
+    state.defaults = {"saul": "phys"}
+    changes = plan(build(desired, SlurmSettings(cluster="c1")), Observed({"c1": state}, {}, {}))
+    assert [(c.action, c.kind, c.name) for c in changes] == [
+        ("create", "association", "chem/saul"),
+        ("report", "user", "kim"),
+    ]
+    assert "POSIX identity" in changes[1].details_json()["reason"]

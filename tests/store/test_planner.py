@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -13,6 +14,7 @@ from sup.config import Settings
 from sup.reconcile.planner import MAX_SCOPED_USERS, Pass, run_pass, scope_of
 from sup.store.models import AuditEntry, TargetRemoval, TargetStatus
 from sup.targets.base import Scope
+from sup.targets.spec import POSIX_IDENTITY
 from sup.users.schemas import UserCreate, UserPatch
 from sup.users.service import create_user, delete_user, update_user
 from tests.conftest import ACTOR
@@ -205,3 +207,52 @@ def test_deletions_that_trickle_in_stop_at_the_deletion_budget(
     refused = _pass(settings, sessions, fake, apply=True).targets[0]
     assert refused.state == "refused" and "howard" in fake.system
     assert "already deleted 2 in the last 24 h: 3, over reconcile.deletion_budget=2" in (refused.error or "")
+
+
+def test_posix_identity_is_applied_before_the_target_that_needs_it(
+    database_url: str, sessions: sessionmaker[Session]
+) -> None:
+    """A scheduler that looks a user up before the directory has them caches the failure: the target
+    that needs POSIX identity plans after its provider applied, and creates nothing for a user the
+    provider does not hold (here: failed for)."""
+    settings = fake_settings("posix", "sched")(database_url=database_url, posix={}, sched={})
+    _users(sessions, settings, "kim", "saul")
+    journal: list[str] = []
+    posix = FakeTarget({}, journal=journal, apply_delay=0.3, fail_user="saul", label="posix")  # slow
+    sched = FakeTarget({}, journal=journal, label="sched")
+    specs = [
+        replace(fake_spec(sched, "sched"), needs=frozenset({POSIX_IDENTITY})),
+        replace(fake_spec(posix, "posix"), provides=frozenset({POSIX_IDENTITY})),
+    ]
+    first = run_pass(settings, sessions, apply=True, specs=specs)
+    assert [t.state for t in first.targets] == ["applied", "partial"]
+    assert journal == ["posix create kim", "sched create kim"]  # the provider's write first
+    assert sched.system == {"kim": 10000}  # saul waits for his identity
+
+    journal.clear()
+    assert run_pass(settings, sessions, apply=True, specs=specs, only=["sched"]).changes == []
+    posix.fail_user = None
+    assert run_pass(settings, sessions, apply=True, specs=specs).ok
+    assert journal == ["posix create saul", "sched create saul"]
+    assert sched.system == {"kim": 10000, "saul": 10001}
+
+
+def test_a_provider_not_in_the_pass_counts_by_its_statuses(
+    database_url: str, sessions: sessionmaker[Session]
+) -> None:
+    settings = fake_settings("posix", "sched")(database_url=database_url, posix={}, sched={})
+    _users(sessions, settings, "kim")
+    posix, sched = FakeTarget({}), FakeTarget({})
+    specs = [
+        replace(fake_spec(sched, "sched"), needs=frozenset({POSIX_IDENTITY})),
+        replace(fake_spec(posix, "posix"), provides=frozenset({POSIX_IDENTITY})),
+    ]
+    assert run_pass(settings, sessions, apply=True, specs=specs, only=["sched"]).changes == []
+    assert run_pass(settings, sessions, apply=True, specs=specs, only=["posix"]).ok
+    run_pass(settings, sessions, apply=True, specs=specs, only=["sched"])
+    assert sched.system == {"kim": 10000}
+    # Without an enabled provider (a site whose directory SUP does not manage), nothing waits.
+    alone = fake_settings("sched")(database_url=database_url, sched={})
+    _users(sessions, alone, "saul")
+    run_pass(alone, sessions, apply=True, specs=specs[:1])
+    assert sched.system == {"kim": 10000, "saul": 10001}

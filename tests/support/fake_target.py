@@ -8,6 +8,7 @@ Reconciler as `specs=[...]`.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any, ClassVar
@@ -64,9 +65,19 @@ class FakeTarget:
     name: ClassVar[str] = "fake"
 
     def __init__(
-        self, system: dict[str, int], *, fail_observe: bool = False, fail_user: str | None = None
+        self,
+        system: dict[str, int],
+        *,
+        fail_observe: bool = False,
+        fail_user: str | None = None,
+        journal: list[str] | None = None,
+        apply_delay: float = 0.0,
+        label: str = "fake",
     ) -> None:
         self.system = system
+        self.journal = journal  # shared by several fakes: "NAME ACTION USER" of each write, in order
+        self.apply_delay = apply_delay  # seconds apply waits first (a slow server)
+        self.label = label  # its name in the journal
         self.locked: set[str] = set()
         self.fail_observe = fail_observe
         self.fail_user = fail_user
@@ -87,6 +98,8 @@ class FakeTarget:
         uids, locked = observed
         changes: list[UntypedChange] = []
         for name, user in sorted(desired.users.items()):
+            if name not in uids and name in desired.identity_pending:
+                continue  # as a target that needs a POSIX identity: nothing new before it exists
             if name not in uids:
                 created: dict[str, Any] = {"uid": user.uid_number, "locked": not user.active}
                 changes.append(Change(self.name, CREATE, "user", name, created, subject=name))
@@ -102,11 +115,14 @@ class FakeTarget:
 
     def apply(self, changes: Sequence[UntypedChange]) -> ApplyReport:
         report = ApplyReport()
+        time.sleep(self.apply_delay)
         for change in changes:
             if change.name == self.fail_user:
                 report.failed.append(Failure(change, "the fake server said no"))
                 continue
             self.writes += 1
+            if self.journal is not None:
+                self.journal.append(f"{self.label} {change.action} {change.name}")
             if change.action == DELETE:
                 del self.system[change.name]
                 self.locked.discard(change.name)

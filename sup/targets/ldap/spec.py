@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from sup.targets.adoption import Adoption
 from sup.targets.ldap.settings import LdapSettings
-from sup.targets.spec import TargetContext, TargetSpec
+from sup.targets.spec import POSIX_IDENTITY, TargetContext, TargetSpec
 
 if TYPE_CHECKING:
     from sup.targets.ldap.target import LdapTarget
@@ -35,4 +35,5 @@ SPEC: TargetSpec[LdapSettings] = TargetSpec(
     open=_open,
     adopt=_adopt,
     privileged_groups=_privileged_groups,
+    provides=frozenset({POSIX_IDENTITY}),
 )

@@ -5,7 +5,8 @@ list of names (users or accounts), e.g. every new association to account `phys` 
 without a partition is one `add user a,b,c,... Account=phys Cluster=gpu`. Name lists are cut into
 chunks of `chunk_size` names (and at most MAX_ARG_CHARS characters: Linux refuses longer arguments).
 
-Phases run in order (accounts; associations; modifications; removals). A call that exits 0 is taken
+Phases run in order (accounts; associations; modifications; removals; within the removals, a
+user's default account last). A call that exits 0 is taken
 as done. Any other outcome -- a "nothing changed" text, an error, a timeout -- is ambiguous for a
 batch: after the phase, the state is read again, and what the re-read shows done is done. What is
 still missing is retried in halves until each failing change stands alone, so one user whose
@@ -24,6 +25,7 @@ from sup.targets.base import (
     DELETE,
     REMOVE_MEMBERS,
     REPORT,
+    AnyDetails,
     ApplyReport,
     Failure,
 )
@@ -41,6 +43,7 @@ from sup.targets.slurm.model import (
     DefaultAccount,
     Limits,
     Observed,
+    Remark,
     SlurmChange,
     parse_tres,
     same,
@@ -65,8 +68,12 @@ PHASES: tuple[tuple[str, ...], ...] = (
         "admin_level",
         "add_coordinator",
     ),
-    ("delete_coordinator", "delete_association", "delete_account"),
+    ("delete_coordinator", "delete_association", "delete_default_association", "delete_account"),
 )
+# Kinds that run after the rest of their phase, and only for users with no failure so far on the
+# same cluster: a user's default account is never removed while another association of theirs stays
+# (slurmdbd refused its removal: a job runs) or while the switch to a new default failed.
+GUARDED = frozenset({"delete_default_association"})
 
 
 @dataclass(frozen=True)
@@ -172,7 +179,8 @@ def _association_template(change: SlurmChange, d: AssociationChange) -> tuple[Te
     # "Partition=" (empty) selects the association without a partition, not all of them.
     where: tuple[str, ...] = (f"Account={account}", f"Cluster={cluster}", f"Partition={part}")
     if change.action == DELETE:
-        return Template("delete_association", ("delete", "user", "where"), "Name={}", where), user
+        kind = "delete_default_association" if d.default_account else "delete_association"
+        return Template(kind, ("delete", "user", "where"), "Name={}", where), user
     if d.limits is None:
         raise _cannot_apply(change)
     after = (*where, "set", *set_options(d.limits))
@@ -233,6 +241,17 @@ def operations(changes: Sequence[SlurmChange]) -> list[list[Operation]]:
             by_template.setdefault(template, Operation(template)).items.append((name, change))
     ordered = sorted(by_template.values(), key=lambda op: _rank(op.template.kind))  # stable
     return [[op for op in ordered if _rank(op.template.kind)[0] == number] for number in range(len(PHASES))]
+
+
+def _steps(phase: list[Operation]) -> list[list[Operation]]:
+    """The operations of a phase in runs: a GUARDED kind runs once what precedes it is done."""
+    steps: list[list[Operation]] = []
+    for op in phase:
+        guarded = op.template.kind in GUARDED
+        if not steps or guarded != (steps[-1][0].template.kind in GUARDED):
+            steps.append([])
+        steps[-1].append(op)
+    return steps
 
 
 def chunks(items: Sequence[tuple[str, SlurmChange]], size: int) -> Iterator[list[tuple[str, SlurmChange]]]:
@@ -342,8 +361,14 @@ class Applier:
 
     def run(self, changes: Sequence[SlurmChange]) -> ApplyReport:
         for phase in operations(changes):
-            batches = [_Batch(op, chunk) for op in phase for chunk in chunks(op.items, self.chunk_size)]
-            self._phase(batches)
+            for step in _steps(phase):
+                guarded = step[0].template.kind in GUARDED
+                batches = [
+                    _Batch(op, chunk)
+                    for op in step
+                    for chunk in chunks(self._cleared(op.items) if guarded else op.items, self.chunk_size)
+                ]
+                self._phase([batch for batch in batches if batch.items])
         report = ApplyReport()
         for change in changes:
             if id(change) in self._failed:
@@ -351,6 +376,24 @@ class Applier:
             elif id(change) in self._done:
                 report.applied.append(change)
         return report
+
+    def _cleared(self, items: list[tuple[str, SlurmChange]]) -> list[tuple[str, SlurmChange]]:
+        """The items whose user has no failed change on the same cluster; the others fail here."""
+        failed: dict[tuple[str | None, str | None], Failure] = {}
+        for failure in self._failed.values():
+            failed.setdefault((failure.change.subject, _cluster_of(failure.change.details)), failure)
+        cleared = []
+        for name, change in items:
+            cause = failed.get((change.subject, _cluster_of(change.details)))
+            if cause is None:
+                cleared.append((name, change))
+                continue
+            self._fail(
+                change,
+                "kept: the user's default account goes last, once their other changes on this "
+                f"cluster went through ({cause.change.name}: {cause.error})",
+            )
+        return cleared
 
     def _execute(self, batch: _Batch) -> bool:
         result = self.sacctmgr.write(batch.operation.template.argv(joined(batch.items)))
@@ -395,3 +438,13 @@ class Applier:
                     continue
                 for _, change in missing:
                     self._fail(change, batch.message)
+
+
+def _cluster_of(details: AnyDetails) -> str | None:
+    """The cluster a change is about; None for the global ones (texts, admin levels, coordinators)."""
+    per_cluster = (
+        AccountCreate | AccountMove | AccountLimits | AccountDelete | AssociationChange | DefaultAccount
+    )
+    if isinstance(details, per_cluster | Remark):
+        return details.cluster
+    return None

@@ -8,10 +8,15 @@ Rules that are Slurm's own and live here:
   their accounts by name: deterministic, and the same on every cluster.
 - AdminLevel (only when `admin_groups` is set): the highest level of any admin group the user is an
   active member of, else None; a locked user is None.
+- Offboarding (`offboarding`): a suspended user's associations go at once (`remove`), or (`staged`)
+  are first blocked (MaxSubmitJobs=0: running jobs finish, no new ones start) and removed once
+  `offboarding_deadline` has passed since the suspension. A suspension with no recorded time counts
+  as past the deadline (the old behaviour, bounded), never as a hold without end.
 """
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -22,6 +27,7 @@ from sup.targets.slurm.settings import SlurmSettings
 
 ADMIN_LEVELS = ("None", "Operator", "Administrator")  # lowest first
 ROOT_USER = "root"
+_NEVER = datetime.datetime.max.replace(tzinfo=datetime.UTC)
 
 
 @dataclass(frozen=True)
@@ -49,6 +55,11 @@ class SlurmDesired:
     ignored_store_accounts: tuple[str, ...] = ()
     user_fairshare: str | None = None
     prune_accounts: bool = False
+    staged: bool = False  # offboarding == "staged"
+    suspended: Mapping[str, datetime.datetime | None] = field(default_factory=dict)  # user -> since
+    deadline: datetime.timedelta = datetime.timedelta(0)
+    now: datetime.datetime = _NEVER  # when the plan is made (the target's clock)
+    identity_pending: frozenset[str] = frozenset()  # no POSIX identity yet: no first association
     _accounts_of: dict[str, tuple[str, ...]] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -68,6 +79,21 @@ class SlurmDesired:
             return None
         explicit = self.explicit_defaults.get(user)
         return explicit if explicit in accounts else accounts[0]
+
+    def offboarding(self, user: str) -> bool:
+        """Staged offboarding applies to this suspended user: block their associations first."""
+        return self.staged and user in self.suspended
+
+    def held(self, user: str) -> bool:
+        """A suspended user whose blocked associations stay until the deadline (staged offboarding)."""
+        if not self.offboarding(user):
+            return False
+        since = self.suspended[user]
+        if since is None:
+            return False
+        if since.tzinfo is None:  # SQLite hands back naive datetimes; the store writes UTC
+            since = since.replace(tzinfo=datetime.UTC)
+        return self.now < since + self.deadline
 
 
 def own_values(account: DesiredAccount) -> dict[str, str]:
@@ -101,7 +127,10 @@ def _depths(accounts: Mapping[str, DesiredAccount]) -> dict[str, int]:
     return depths
 
 
-def build(desired: DesiredState, settings: SlurmSettings) -> SlurmDesired:
+def build(
+    desired: DesiredState, settings: SlurmSettings, now: datetime.datetime | None = None
+) -> SlurmDesired:
+    """`now` (the target's clock) decides which staged offboardings have reached their deadline."""
     ignore_accounts = frozenset({ROOT_ACCOUNT, *settings.ignore_accounts})
     ignore_users = frozenset({ROOT_USER, *settings.ignore_users})
     users = frozenset(name for name in desired.users if name not in ignore_users)
@@ -147,4 +176,13 @@ def build(desired: DesiredState, settings: SlurmSettings) -> SlurmDesired:
         ignored_store_accounts=tuple(sorted(set(desired.accounts) & ignore_accounts)),
         user_fairshare=str(settings.user_fairshare) if settings.user_fairshare is not None else None,
         prune_accounts=settings.prune_accounts,
+        staged=settings.offboarding == "staged",
+        suspended={
+            name: user.suspended_at
+            for name, user in desired.users.items()
+            if not user.active and name in users
+        },
+        deadline=settings.deadline(),
+        now=now or datetime.datetime.now(datetime.UTC),
+        identity_pending=desired.identity_pending & users,
     )

@@ -9,8 +9,10 @@ nothing else):
 - association (name "account/user" or "account/user/partition", subject = user):
   create {cluster, account, user, partition?, fairshare? (user_fairshare), default_account?: true
   (a new user's default)};
-  update {cluster, account, user, partition?, <attribute>: {old, new}, inherit: [...]};
-  delete {cluster, account, user, partition?}.
+  update {cluster, account, user, partition?, <attribute>: {old, new}, inherit: [...]}, or the block
+  of staged offboarding {cluster, account, user, partition?, max_submit_jobs: {old, new: "0"}, reason};
+  delete {cluster, account, user, partition?, default_account?: true (the user's default there: it
+  goes last, apply.py)}.
 - user (subject = user): update {cluster, default_account: {old, new}} or {admin_level: {old, new}};
   report {reason}.
 - coordinator (name "account/user", subject = user): add_members / remove_members {account, user};
@@ -209,9 +211,12 @@ def _cluster(desired: SlurmDesired, observed: Observed, state: ClusterState, out
         for partition in spec.partitions
     }
     present = {key for key in state.users if key[0] in authoritative and key[1] not in desired.ignore_users}
-    adds = sorted(wanted - present)
-    deletes = sorted(present - wanted)
     before = state.accounts_by_user()
+    adds = _first_after_identity(desired, state, before, sorted(wanted - present), out)
+    # Staged offboarding: a suspended user's associations are blocked first and kept until the deadline.
+    unwanted = sorted(present - wanted)
+    deletes = [key for key in unwanted if not _held(desired, observed, key[1])]
+    _blocks(desired, state, [key for key in unwanted if desired.offboarding(key[1])], out)
 
     for account, user, partition in adds:
         name = association_name(account, user, partition)
@@ -235,10 +240,56 @@ def _cluster(desired: SlurmDesired, observed: Observed, state: ClusterState, out
     _default_accounts(desired, state, before, after, touched, out)
 
     for account, user, partition in deletes:
+        # The user's default account: removed last, and only once everything else of the user here
+        # went through (apply.py).
+        default = state.defaults.get(user) == account
         name = association_name(account, user, partition)
-        remove = AssociationChange(cluster, account, user, partition)
+        remove = AssociationChange(cluster, account, user, partition, default_account=default)
         out.removals.append(Change(TARGET, DELETE, ASSOCIATION, name, remove, subject=user))
     return set(after)
+
+
+def _first_after_identity(
+    desired: SlurmDesired,
+    state: ClusterState,
+    before: Mapping[str, set[str]],
+    adds: list[tuple[str, str, str]],
+    out: _Plan,
+) -> list[tuple[str, str, str]]:
+    """The adds, without those of users new to the cluster whose POSIX identity is not provisioned
+    yet (reported instead): slurmctld looks a user up when their first association arrives, and a
+    failed lookup is cached, so their jobs would be rejected."""
+    kept, waiting = [], set()
+    for key in adds:
+        user = key[1]
+        if user in desired.identity_pending and user not in before:
+            waiting.add(user)
+        else:
+            kept.append(key)
+    for user in sorted(waiting):
+        reason = "waits for the user's POSIX identity before their first association"
+        out.reports.append(Change(TARGET, REPORT, USER, user, Remark(reason, state.name), subject=user))
+    return kept
+
+
+def _held(desired: SlurmDesired, observed: Observed, user: str) -> bool:
+    """Kept blocked: before the deadline, unless the running-jobs command says nothing runs."""
+    return desired.held(user) and (observed.running is None or user in observed.running)
+
+
+def _blocks(desired: SlurmDesired, state: ClusterState, keys: list[tuple[str, str, str]], out: _Plan) -> None:
+    """MaxSubmitJobs=0 on each association of a suspended user (staged offboarding): their running
+    jobs go on, no new job is accepted. Set in the modification phase, before any removal, so a
+    removal that slurmdbd refuses (a job still runs) leaves the association blocked."""
+    for account, user, partition in keys:
+        have = state.users[(account, user, partition)].values.get("max_submit_jobs", "")
+        if same("int", have, "0"):
+            continue
+        limits = Limits({"max_submit_jobs": OldNew.of(have, "0")})
+        reason = "suspended: no new jobs (staged offboarding)"
+        block = AssociationChange(state.name, account, user, partition, limits=limits, reason=reason)
+        name = association_name(account, user, partition)
+        out.modifications.append(Change(TARGET, UPDATE, ASSOCIATION, name, block, subject=user))
 
 
 def _association_drift(

@@ -177,6 +177,9 @@ class Observed:
     clusters: dict[str, ClusterState]
     accounts: dict[str, AccountInfo]
     admin_levels: dict[str, str]  # every Slurm user -> "None" | "Operator" | "Administrator"
+    # Users with jobs still running (slurm.running_jobs_command); None: not known (no command, or
+    # it failed), and then staged offboarding waits for its deadline.
+    running: frozenset[str] | None = None
 
 
 # --- change details: what a plan says and apply.py performs ----------------------------------------
@@ -277,15 +280,17 @@ class AccountDelete:
 @dataclass(frozen=True)
 class AssociationChange:
     """A user association (`partition` "" for none): `create` (with `fairshare` and `default_account`),
-    `update` (with `limits`) or `delete`."""
+    `update` (with `limits`; a `reason` for the block of staged offboarding) or `delete` (with
+    `default_account`: it is the user's default there, removed last)."""
 
     cluster: str
     account: str
     user: str
     partition: str = ""
     fairshare: str | None = None
-    default_account: bool = False  # a new user: created with this account as their default
+    default_account: bool = False  # create: the new user's default; delete: the user's default here
     limits: Limits | None = None
+    reason: str | None = None
 
     def as_json(self) -> dict[str, Any]:
         shown: dict[str, Any] = {"cluster": self.cluster, "account": self.account, "user": self.user}
@@ -297,6 +302,8 @@ class AssociationChange:
             shown["default_account"] = True
         if self.limits is not None:
             shown.update(self.limits.as_json())
+        if self.reason is not None:
+            shown["reason"] = self.reason
         return shown
 
 

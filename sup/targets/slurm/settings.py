@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import re
 from typing import Literal
 
@@ -11,6 +12,9 @@ from sup.common.sections import Section
 
 _SLURM_NAME = re.compile(r"^[a-z0-9_][a-z0-9_.-]*$")
 AdminLevel = Literal["Operator", "Administrator"]
+Offboarding = Literal["remove", "staged"]
+_DURATION = re.compile(r"([0-9]+)([smhd])")
+_UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 class SlurmSettings(Section):
@@ -36,6 +40,23 @@ class SlurmSettings(Section):
     )
     prune_accounts: bool = Field(
         False, description="delete accounts below root that SUP does not know (else only report them)"
+    )
+    offboarding: Offboarding = Field(
+        "remove",
+        description="what a suspension does to the user's associations: `remove` them at once "
+        "(slurmdbd refuses while a job of theirs runs), or `staged`: block new jobs "
+        "(MaxSubmitJobs=0) and remove them after `offboarding_deadline`",
+    )
+    offboarding_deadline: str = Field(
+        "7d",
+        description="staged offboarding: how long after the suspension the blocked associations are "
+        "removed (30d, 12h, 90m, 0s)",
+    )
+    running_jobs_command: list[str] | None = Field(
+        None,
+        description="staged offboarding: a command (argv) printing the users that still have jobs, "
+        "one per line (first `|`-separated field); a suspended user it does not list is removed "
+        "before the deadline. E.g. [sacct, -a, -L, -n, -P, -X, -s, 'R,PD,S,RQ', -o, User]",
     )
     chunk_size: int = Field(
         1000, ge=1, le=20000, description="names per sacctmgr call (measured: bench/slurm_bench.py)"
@@ -65,6 +86,12 @@ class SlurmSettings(Section):
             raise ValueError("a name is listed twice")
         return values
 
+    @field_validator("offboarding_deadline")
+    @classmethod
+    def _deadline(cls, value: str) -> str:
+        parse_duration(value)
+        return value
+
     @field_validator("sacctmgr", "lock_dir")
     @classmethod
     def _not_empty(cls, value: str) -> str:
@@ -81,6 +108,18 @@ class SlurmSettings(Section):
     def all_clusters(self) -> list[str]:
         """The effective cluster list: `cluster` first, then `clusters`."""
         return [self.cluster, *self.clusters]
+
+    def deadline(self) -> datetime.timedelta:
+        """`offboarding_deadline` as a duration."""
+        return parse_duration(self.offboarding_deadline)
+
+
+def parse_duration(text: str) -> datetime.timedelta:
+    """`30d`, `12h`, `90m`, `0s` -> that duration."""
+    match = _DURATION.fullmatch(text)
+    if not match:
+        raise ValueError(f"{text!r} is not a duration such as 7d, 12h, 90m or 0s")
+    return datetime.timedelta(seconds=int(match.group(1)) * _UNIT[match.group(2)])
 
 
 def _slurm_name(value: str, what: str) -> str:

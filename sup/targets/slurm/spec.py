@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from sup.targets.adoption import Adoption
 from sup.targets.slurm.settings import SlurmSettings
-from sup.targets.spec import TargetContext, TargetSpec
+from sup.targets.spec import POSIX_IDENTITY, TargetContext, TargetSpec
 
 if TYPE_CHECKING:
     from sup.targets.slurm.target import SlurmTarget
@@ -30,10 +30,13 @@ def _privileged_groups(settings: SlurmSettings) -> frozenset[str]:
     return frozenset(settings.admin_groups)
 
 
+# An association makes slurmctld look the user up; a lookup that fails too early is cached and their
+# jobs are rejected: a user's first association waits for their POSIX identity.
 SPEC: TargetSpec[SlurmSettings] = TargetSpec(
     name="slurm",
     settings_model=SlurmSettings,
     open=_open,
     adopt=_adopt,
     privileged_groups=_privileged_groups,
+    needs=frozenset({POSIX_IDENTITY}),
 )

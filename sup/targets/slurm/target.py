@@ -12,6 +12,7 @@ from sup.targets.slurm import parse
 from sup.targets.slurm.apply import Applier
 from sup.targets.slurm.desired import build
 from sup.targets.slurm.diff import plan
+from sup.targets.slurm.jobs import users_with_jobs
 from sup.targets.slurm.lock import slurmdbd_address, writer_lock
 from sup.targets.slurm.model import ClusterState, Observed, SlurmChange
 from sup.targets.slurm.sacctmgr import Sacctmgr
@@ -63,6 +64,12 @@ class SlurmTarget:
                     f"(known: {', '.join(sorted(known)) or 'none'}); register it with "
                     f"`sacctmgr add cluster {missing[0]}` or fix slurm.cluster/slurm.clusters"
                 )
+            command = self.config.running_jobs_command
+            running = None
+            if command and self.config.offboarding == "staged":
+                running = pool.submit(
+                    users_with_jobs, command, self.sacctmgr.env, self.config.command_timeout
+                )
             states = {}
             levels: dict[str, str] = {}
             for cluster, (associations, users) in per_cluster.items():
@@ -74,14 +81,19 @@ class SlurmTarget:
                         state.accounts[row.account] = row
                 state.defaults, levels = parse.users(users.result())
                 states[cluster] = state
-            return Observed(clusters=states, accounts=parse.accounts(accounts.result()), admin_levels=levels)
+            return Observed(
+                clusters=states,
+                accounts=parse.accounts(accounts.result()),
+                admin_levels=levels,
+                running=running.result() if running is not None else None,
+            )
 
     # --- diff --------------------------------------------------------------------------------------
 
     def diff(
         self, desired: DesiredState, observed: Observed, scope: Scope | None = None
     ) -> list[SlurmChange]:
-        return plan(build(desired, self.config), observed)
+        return plan(build(desired, self.config, self.context.clock()), observed)
 
     # --- apply -------------------------------------------------------------------------------------
 
