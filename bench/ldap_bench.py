@@ -41,9 +41,10 @@ from sup.reconcile.targets import target_context
 from sup.store import migrate
 from sup.store.audit import Actor
 from sup.store.session import make_engine, make_sessionmaker
-from sup.targets.base import CREATE, Change
+from sup.targets.base import CREATE, AnyDetails, Change
 from sup.targets.ldap import SPEC, LdapTarget
-from sup.targets.ldap.diff import META_KEYS, values_of
+from sup.targets.ldap.diff import values_of
+from sup.targets.ldap.model import EntryWrite, LdapChange
 from sup.users.schemas import UserCreate
 from sup.users.service import create_user
 from tests.support.keys import ed25519_key
@@ -85,19 +86,12 @@ def fill_store(settings: Settings, users: int, groups: int, memberships: int) ->
             create_group(session, settings, ACTOR, GroupCreate(name=f"group{g:04d}", members=members[g]))
 
 
-def entries_of(changes: Sequence[Change]) -> list[Entry]:
+def entries_of(changes: Sequence[Change[AnyDetails]]) -> list[Entry]:
     """The (dn, attributes) of every create in a plan: what a raw load writes."""
     return [
-        (
-            str(c.details["dn"]),
-            {
-                k: values_of(v["new"])
-                for k, v in c.details.items()
-                if k not in META_KEYS and values_of(v["new"])
-            },
-        )
+        (c.details.dn, {k: values for k, v in c.details.attributes.items() if (values := values_of(v.new))})
         for c in changes
-        if c.action == CREATE
+        if c.action == CREATE and isinstance(c.details, EntryWrite)
     ]
 
 
@@ -133,7 +127,7 @@ def raw_sync(url: str, entries: list[Entry]) -> None:
     conn.unbind()
 
 
-def sup_pass(settings: Settings, desired: DesiredState) -> tuple[list[Change], int, int, int]:
+def sup_pass(settings: Settings, desired: DesiredState) -> tuple[list[LdapChange], int, int, int]:
     """One target pass: (changes, searches, writes, failures)."""
     target = LdapTarget(target_context(SPEC, settings, None))
     try:

@@ -125,7 +125,7 @@ class Opener:
     def __init__(self) -> None:
         self.target: SlurmTarget | None = None
 
-    def __call__(self, name: str, context: TargetContext[Any]) -> Target[Any]:
+    def __call__(self, name: str, context: TargetContext[Any]) -> Target[Any, Any]:
         self.target = SlurmTarget(context)
         return self.target
 

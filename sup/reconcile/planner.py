@@ -31,7 +31,7 @@ from sup.store.audit import Actor, record
 from sup.store.models import TargetStatus
 from sup.store.session import is_postgresql
 from sup.store.snapshot import load_snapshot
-from sup.targets.base import DELETE, Change, Failure, ObserveError, Scope, TargetError
+from sup.targets.base import DELETE, AnyDetails, Change, Failure, ObserveError, Scope, TargetError
 from sup.targets.registry import SPECS
 from sup.targets.spec import TargetSpec
 from sup.users.status import IN_SYNC
@@ -55,9 +55,9 @@ __all__ = ["Pass", "TargetOpener", "TargetPass", "plan_from_session", "run_pass"
 class TargetPass:
     target: str
     state: str
-    changes: list[Change] = field(default_factory=list)
+    changes: list[Change[AnyDetails]] = field(default_factory=list)
     error: str | None = None
-    applied: list[Change] = field(default_factory=list)
+    applied: list[Change[AnyDetails]] = field(default_factory=list)
     failed: list[Failure] = field(default_factory=list)
     scoped: bool = False  # read and planned only the users the outbox named (run_pass `scoped`)
     terminal: bool = False  # the error cannot go away by retrying, only when the input changes
@@ -81,7 +81,7 @@ class Pass:
     targets: list[TargetPass]
 
     @property
-    def changes(self) -> list[Change]:
+    def changes(self) -> list[Change[AnyDetails]]:
         return [c for t in self.targets for c in t.changes]
 
     @property
@@ -367,7 +367,7 @@ def plan_from_session(
     )
 
 
-def _budgeted(changes: Sequence[Change], active: frozenset[str]) -> int:
+def _budgeted(changes: Sequence[Change[AnyDetails]], active: frozenset[str]) -> int:
     """Deletions that count against reconcile.deletion_budget: all but the leftovers of users the
     target already holds locked (the lifecycle's expiries, counted when those users were locked)."""
     return sum(1 for c in changes if c.action == DELETE and (c.subject is None or c.subject in active))

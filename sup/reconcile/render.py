@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from sup.reconcile.planner import Pass
-from sup.targets.base import Change
+from sup.targets.base import AnyDetails, Change
 
 MAX_SHOWN = 120
 
@@ -42,13 +42,15 @@ def print_plan(result: Pass, console: Console, *, applied: bool = False) -> None
             if applied:
                 line += f", {len(target.applied)} applied, {len(target.failed)} failed"
         console.print(line, highlight=False, markup=False)
-    changes: list[Change] = result.changes
+    changes: list[Change[AnyDetails]] = result.changes
     if not changes:
         console.print("No changes.")
         return
     table = Table("target", "action", "kind", "name", "details")
     for change in changes[:MAX_SHOWN]:
-        table.add_row(change.target, change.action, change.kind, change.name, summarize(change.details))
+        table.add_row(
+            change.target, change.action, change.kind, change.name, summarize(change.details_json())
+        )
     console.print(table)
     if len(changes) > MAX_SHOWN:
         console.print(f"... and {len(changes) - MAX_SHOWN} more (use --json for all)")

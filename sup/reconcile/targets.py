@@ -17,7 +17,7 @@ from sup.targets.base import Target, TargetError
 from sup.targets.spec import LockFactory, TargetContext, TargetSpec
 
 # (target name, context) -> an open target. Tests pass their own to keep the targets they open.
-TargetOpener = Callable[[str, TargetContext[Any]], Target[Any]]
+TargetOpener = Callable[[str, TargetContext[Any]], Target[Any, Any]]
 
 
 def store_lock(engine: Engine | None) -> LockFactory:

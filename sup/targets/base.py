@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, ClassVar, Generic, Protocol, TypeVar
+from typing import Any, ClassVar, Generic, Protocol, TypeAlias, TypeVar
 
 from sup.domain.desired import DesiredState
 
@@ -43,12 +43,25 @@ DELETE = ChangeAction.DELETE
 REPORT = ChangeAction.REPORT
 
 
+class Details(Protocol):
+    """What a target's typed change details have in common: the JSON `sup plan --json` prints."""
+
+    def as_json(self) -> dict[str, Any]: ...
+
+
+# A target's details: its own frozen dataclasses (see each target's model.py), or, for a target not
+# typed yet, a JSON-ready mapping that its apply re-reads.
+AnyDetails: TypeAlias = Details | Mapping[str, Any]
+DetailsT_co = TypeVar("DetailsT_co", bound=AnyDetails, covariant=True)
+
+
 @dataclass(frozen=True)
-class Change:
+class Change(Generic[DetailsT_co]):
     """One change to one object of one target.
 
-    `details` is JSON-ready: it is what `sup plan --json` prints and what `apply` needs (e.g. the DN
-    and attributes of an entry, or {"attribute": {"old": ..., "new": ...}} for an update).
+    `details` is what `apply` needs, typed by the target (e.g. the DN and attributes of an entry,
+    or an attribute's old and new value for an update); `as_json()` shows it for review (`sup plan
+    --json`), e.g. {"attribute": {"old": ..., "new": ...}}.
     `subject` is the username whose provisioning status this change affects, if any.
     """
 
@@ -56,8 +69,12 @@ class Change:
     action: ChangeAction
     kind: str
     name: str
-    details: Mapping[str, Any] = field(default_factory=dict)
+    details: DetailsT_co
     subject: str | None = None
+
+    def details_json(self) -> dict[str, Any]:
+        details = self.details
+        return dict(details) if isinstance(details, Mapping) else details.as_json()
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -66,19 +83,23 @@ class Change:
             "kind": self.kind,
             "name": self.name,
             "subject": self.subject,
-            "details": dict(self.details),
+            "details": self.details_json(),
         }
+
+
+# The Change of a target whose details are still a plain JSON-ready mapping.
+UntypedChange: TypeAlias = "Change[Mapping[str, Any]]"
 
 
 @dataclass(frozen=True)
 class Failure:
-    change: Change
+    change: Change[AnyDetails]
     error: str
 
 
 @dataclass
 class ApplyReport:
-    applied: list[Change] = field(default_factory=list)
+    applied: list[Change[AnyDetails]] = field(default_factory=list)
     failed: list[Failure] = field(default_factory=list)
 
 
@@ -113,9 +134,10 @@ class TargetError(Exception):
 
 
 ObservedT = TypeVar("ObservedT")
+DetailsT = TypeVar("DetailsT", bound=AnyDetails)
 
 
-class Target(Protocol, Generic[ObservedT]):
+class Target(Protocol, Generic[ObservedT, DetailsT]):
     """A target, opened from its spec (sup/targets/spec.py) with a TargetContext.
 
     `scope` is given only when the spec's `can_scope` said yes for this pass: then `observe` reads
@@ -128,8 +150,8 @@ class Target(Protocol, Generic[ObservedT]):
 
     def diff(
         self, desired: DesiredState, observed: ObservedT, scope: Scope | None = None
-    ) -> list[Change]: ...
+    ) -> list[Change[DetailsT]]: ...
 
-    def apply(self, changes: Sequence[Change]) -> ApplyReport: ...
+    def apply(self, changes: Sequence[Change[DetailsT]]) -> ApplyReport: ...
 
     def close(self) -> None: ...

@@ -70,7 +70,7 @@ class TargetSpec(Generic[S]):
 
     name: str
     settings_model: type[S]
-    open: Callable[[TargetContext[S]], Target[Any]]
+    open: Callable[[TargetContext[S]], Target[Any, Any]]
     can_scope: Callable[[S, Scope, DesiredState], bool] | None = None
     adopt: Callable[[TargetContext[S], Adoption], None] | None = None
     privileged_groups: Callable[[S], frozenset[str]] | None = None

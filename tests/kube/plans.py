@@ -10,10 +10,9 @@ from typing import Any
 
 from sup.config import Settings
 from sup.domain.desired import DesiredGroup, DesiredState, DesiredUser
-from sup.targets.base import Change
 from sup.targets.kube import KubeSettings
 from sup.targets.kube.diff import plan
-from sup.targets.kube.model import KIND_OF, Observed, ObservedObject
+from sup.targets.kube.model import KIND_OF, KubeChange, NewObject, Observed, ObservedObject
 from sup.targets.kube.render import Renderer
 
 NOW = datetime.datetime(2026, 5, 1, 12, 0, tzinfo=datetime.UTC)
@@ -81,21 +80,21 @@ def served(
     return ObservedObject(kind, body)
 
 
-def applied(changes: list[Change]) -> Observed:
+def applied(changes: list[KubeChange]) -> Observed:
     """The namespace after these creates were applied."""
     objects = {}
     for change in changes:
-        if change.action == "create":
-            objects[change.kind, change.name] = served(change.details["manifest"])
+        if change.action == "create" and isinstance(change.details, NewObject):
+            objects[change.kind, change.name] = served(change.details.manifest)
     return Observed(objects, {})
 
 
 def diff(
     desired: DesiredState, observed: Observed, kube: KubeSettings | None = None, now: datetime.datetime = NOW
-) -> list[Change]:
+) -> list[KubeChange]:
     kube = kube or settings()
     return plan(desired, observed, Renderer(kube), kube, now)
 
 
-def brief(changes: list[Change]) -> list[tuple[str, str, str]]:
+def brief(changes: list[KubeChange]) -> list[tuple[str, str, str]]:
     return [(c.action, c.kind, c.name) for c in changes]

@@ -18,7 +18,7 @@ def test_an_active_user_gets_four_objects_created_claim_and_policy_first() -> No
         ("create", "workload", "login-kim"),
     ]
     assert {c.subject for c in changes} == {"kim"}
-    workload = changes[-1].details
+    workload = changes[-1].details_json()
     assert (
         workload["image"] == "sup-login:latest"
         and workload["cpu"] == "4"
@@ -49,9 +49,12 @@ def test_a_changed_field_is_an_update_showing_old_and_new() -> None:
     (change,) = diff(desired, observed)
     assert brief([change]) == [("update", "workload", "login-kim")]
     path = "spec.template.spec.containers[sshd]"
-    assert change.details[f"{path}.image"] == {"old": "evil:1", "new": "sup-login:latest"}
-    assert change.details[f"{path}.securityContext.allowPrivilegeEscalation"] == {"old": True, "new": False}
-    assert change.details["uid"] == "uid-1"
+    assert change.details_json()[f"{path}.image"] == {"old": "evil:1", "new": "sup-login:latest"}
+    assert change.details_json()[f"{path}.securityContext.allowPrivilegeEscalation"] == {
+        "old": True,
+        "new": False,
+    }
+    assert change.details_json()["uid"] == "uid-1"
 
 
 def test_an_ingress_rule_added_by_hand_is_drift() -> None:
@@ -60,7 +63,7 @@ def test_an_ingress_rule_added_by_hand_is_drift() -> None:
     spec = observed.objects["network_policy", "login-kim"].body["spec"]
     spec["ingress"] = [{"from": [{"ipBlock": {"cidr": "0.0.0.0/0"}}]}]
     (change,) = diff(desired, observed)
-    assert change.details["spec.ingress"]["old"] == [{"from": [{"ipBlock": {"cidr": "0.0.0.0/0"}}]}]
+    assert change.details_json()["spec.ingress"]["old"] == [{"from": [{"ipBlock": {"cidr": "0.0.0.0/0"}}]}]
 
 
 def test_a_setting_removed_changes_the_hash_and_updates() -> None:
@@ -69,7 +72,7 @@ def test_a_setting_removed_changes_the_hash_and_updates() -> None:
     observed = applied(diff(desired, Observed(), kube))
     (change,) = diff(desired, observed, settings())
     assert brief([change]) == [("update", "workload", "login-kim")]
-    assert "no longer sets" in change.details["reason"]
+    assert "no longer sets" in change.details_json()["reason"]
 
 
 def test_deactivation_deletes_pod_service_and_policy_and_marks_the_home() -> None:
@@ -81,8 +84,10 @@ def test_deactivation_deletes_pod_service_and_policy_and_marks_the_home() -> Non
         ("delete", "service", "login-kim"),
         ("delete", "network_policy", "login-kim"),
     ]
-    assert changes[0].details["orphaned_since"] == {"old": None, "new": "2026-05-01T12:00:00Z"}
-    assert all(c.subject == "kim" for c in changes) and all(c.details["uid"] == "uid-1" for c in changes)
+    assert changes[0].details_json()["orphaned_since"] == {"old": None, "new": "2026-05-01T12:00:00Z"}
+    assert all(c.subject == "kim" for c in changes) and all(
+        c.details_json()["uid"] == "uid-1" for c in changes
+    )
 
 
 def _orphan(since: str) -> Observed:
@@ -100,7 +105,7 @@ def test_retention_deletes_a_home_only_when_it_has_passed() -> None:
     (delete,) = diff(gone, _orphan("2026-04-01T12:00:00Z"), month)
     assert brief([delete]) == [("delete", "pvc", "home-u10000")] and delete.subject == "kim"
     (remark,) = diff(gone, _orphan("yesterday"), month)  # unreadable: counted from now, never deleted
-    assert remark.details["orphaned_since"] == {"old": "yesterday", "new": "2026-05-01T12:00:00Z"}
+    assert remark.details_json()["orphaned_since"] == {"old": "yesterday", "new": "2026-05-01T12:00:00Z"}
     home = applied(diff(state(user("kim")), Observed())).objects["pvc", "home-u10000"]
     (now,) = diff(gone, Observed({("pvc", "home-u10000"): home}, {}), settings(pvc_retention="0s"))
     assert brief([now]) == [("delete", "pvc", "home-u10000")]  # 0s: no mark, at once
@@ -108,7 +113,7 @@ def test_retention_deletes_a_home_only_when_it_has_passed() -> None:
 
 def test_a_returning_user_gets_the_home_unmarked() -> None:
     (unmark,) = diff(state(user("kim")), _with_login("kim"))
-    assert unmark.details["orphaned_since"] == {"old": "2026-04-01T12:00:00Z", "new": None}
+    assert unmark.details_json()["orphaned_since"] == {"old": "2026-04-01T12:00:00Z", "new": None}
 
 
 def _with_login(name: str) -> Observed:
@@ -130,8 +135,8 @@ def test_a_name_held_by_a_foreign_object_is_reported_and_the_pod_waits() -> None
         ("report", "pvc", "home-u10000"),
         ("report", "workload", "login-kim"),
     ]
-    assert "SUP did not create it" in changes[2].details["error"]
-    assert "cannot be written" in changes[3].details["error"]
+    assert "SUP did not create it" in changes[2].details_json()["error"]
+    assert "cannot be written" in changes[3].details_json()["error"]
 
 
 def test_a_claim_being_deleted_is_reported_and_left_alone() -> None:
@@ -139,7 +144,7 @@ def test_a_claim_being_deleted_is_reported_and_left_alone() -> None:
     home = observed.objects["pvc", "home-u10000"]
     home.body["metadata"]["deletionTimestamp"] = "2026-05-01T11:00:00Z"
     (report,) = diff(state(user("kim")), observed)
-    assert report.action == "report" and "being deleted" in report.details["reason"]
+    assert report.action == "report" and "being deleted" in report.details_json()["reason"]
     assert diff(state(), Observed({("pvc", "home-u10000"): home}, {})) == []
 
 
@@ -147,10 +152,10 @@ def test_claims_never_shrink_and_grow_only_when_bound() -> None:
     observed = applied(diff(state(user("kim")), Observed()))  # 10Gi
     assert diff(state(user("kim")), observed, settings(home_size="5Gi")) == []
     (wait,) = diff(state(user("kim")), observed, settings(home_size="20Gi"))
-    assert wait.action == "report" and "once the claim is bound" in wait.details["reason"]
+    assert wait.action == "report" and "once the claim is bound" in wait.details_json()["reason"]
     observed.objects["pvc", "home-u10000"].body["status"]["phase"] = "Bound"
     (grow,) = diff(state(user("kim")), observed, settings(home_size="20Gi"))
-    assert grow.details["spec.resources.requests.storage"] == {"old": "10Gi", "new": "20Gi"}
+    assert grow.details_json()["spec.resources.requests.storage"] == {"old": "10Gi", "new": "20Gi"}
 
 
 def test_group_pods_for_configured_groups_only() -> None:
@@ -181,7 +186,7 @@ def test_a_group_pod_never_mounts_a_claim_that_is_not_sups() -> None:
     changes = diff(desired, observed, kube)
     reports = {(c.kind, c.name): c for c in changes if c.action == "report"}
     assert set(reports) == {("pvc", "home-u10000"), ("workload", "login-kim"), ("workload", "group-physics")}
-    assert "PersistentVolumeClaim home-u10000" in reports["workload", "group-physics"].details["error"]
+    assert "PersistentVolumeClaim home-u10000" in reports["workload", "group-physics"].details_json()["error"]
     assert ("create", "workload", "login-saul") in brief(changes)
 
 
@@ -189,4 +194,4 @@ def test_a_storage_class_set_later_is_reported_not_applied() -> None:
     observed = applied(diff(state(user("kim")), Observed()))  # created with the cluster's default
     changes = diff(state(user("kim")), observed, settings(home_storage_class="fast"))
     (report,) = changes
-    assert report.action == "report" and "storageClassName is unset" in report.details["reason"]
+    assert report.action == "report" and "storageClassName is unset" in report.details_json()["reason"]

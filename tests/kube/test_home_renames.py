@@ -67,7 +67,9 @@ def _make_the_old_way(site: Site, username: str) -> None:
 
 def _nothing_retired(changes: list[Any]) -> bool:
     return not [
-        c for c in changes if c.kind == "pvc" and (c.action == "delete" or "orphaned_since" in c.details)
+        c
+        for c in changes
+        if c.kind == "pvc" and (c.action == "delete" or "orphaned_since" in c.details_json())
     ]
 
 
@@ -147,7 +149,7 @@ def test_a_deleted_users_claim_still_follows_the_retention(make_site: Callable[.
     site.delete_user("saul")
 
     result = site.converge()
-    marked = {c.name for c in result.changes if c.kind == "pvc" and "orphaned_since" in c.details}
+    marked = {c.name for c in result.changes if c.kind == "pvc" and "orphaned_since" in c.details_json()}
     assert marked == {saul}  # the renamed user's claim is not taken for an orphan
     site.now += datetime.timedelta(days=2)
     result = site.converge()

@@ -18,7 +18,7 @@ def _legacy(username: str, uid: int = 10000) -> Observed:
     uid label, mounted by the login workload under that name."""
     objects: dict[tuple[str, str], ObservedObject] = {}
     for change in diff(state(user(username, uid)), Observed()):
-        manifest: dict[str, Any] = copy.deepcopy(change.details["manifest"])
+        manifest: dict[str, Any] = copy.deepcopy(change.details_json()["manifest"])
         if change.kind == "pvc":
             manifest["metadata"]["name"] = f"home-{username}"
             del manifest["metadata"]["labels"]["sup/uid"]
@@ -32,7 +32,7 @@ def _legacy(username: str, uid: int = 10000) -> Observed:
 
 def _mounts(changes: list[Any], workload: str) -> list[str]:
     (change,) = [c for c in changes if c.kind == "workload" and c.name == workload]
-    volumes = change.details["manifest"]["spec"]["template"]["spec"]["volumes"]
+    volumes = change.details_json()["manifest"]["spec"]["template"]["spec"]["volumes"]
     return [v["persistentVolumeClaim"]["claimName"] for v in volumes]
 
 
@@ -40,7 +40,7 @@ def test_the_home_claim_is_named_and_labelled_by_the_uid() -> None:
     assert home_claim(10001) == "home-u10001"
     changes = diff(state(user("kim", 10001)), Observed())
     (claim,) = [c for c in changes if c.kind == "pvc"]
-    labels = claim.details["manifest"]["metadata"]["labels"]
+    labels = claim.details_json()["manifest"]["metadata"]["labels"]
     assert claim.name == "home-u10001" and labels["sup/uid"] == "10001" and labels["sup/user"] == "kim"
     assert _mounts(changes, "login-kim") == ["home-u10001"]
 
@@ -58,8 +58,8 @@ def test_a_renamed_user_keeps_the_claim_and_nothing_is_retired() -> None:
         ("delete", "network_policy", "login-kim"),
     ]
     (update,) = [c for c in changes if c.kind == "pvc"]
-    assert update.details["metadata.labels.sup/user"] == {"old": "kim", "new": "kimberly"}
-    assert "orphaned_since" not in update.details
+    assert update.details_json()["metadata.labels.sup/user"] == {"old": "kim", "new": "kimberly"}
+    assert "orphaned_since" not in update.details_json()
     assert _mounts(changes, "login-kimberly") == ["home-u10000"]
 
 
@@ -68,8 +68,8 @@ def test_a_claim_of_the_older_naming_is_adopted_not_replaced() -> None:
     changes = diff(state(user("kim")), observed, settings(pvc_retention="0s"))
     (label,) = changes  # no new claim: the old one gets the uid label, the pod keeps mounting it
     assert brief([label]) == [("update", "pvc", "home-kim")]
-    assert label.details["metadata.labels.sup/uid"] == {"old": None, "new": "10000"}
-    assert label.details["uid"] == "uid-1"
+    assert label.details_json()["metadata.labels.sup/uid"] == {"old": None, "new": "10000"}
+    assert label.details_json()["uid"] == "uid-1"
 
 
 def test_a_user_renamed_before_the_claim_was_labelled_keeps_it() -> None:
@@ -79,7 +79,7 @@ def test_a_user_renamed_before_the_claim_was_labelled_keeps_it() -> None:
     assert ("create", "pvc", "home-u10000") not in brief(changes)
     assert ("update", "pvc", "home-kim") in brief(changes)
     assert _mounts(changes, "login-kimberly") == ["home-kim"]
-    assert not [c for c in changes if c.kind == "pvc" and "orphaned_since" in c.details]
+    assert not [c for c in changes if c.kind == "pvc" and "orphaned_since" in c.details_json()]
 
 
 def test_a_second_claim_of_an_active_uid_is_never_retired() -> None:
@@ -89,14 +89,19 @@ def test_a_second_claim_of_an_active_uid_is_never_retired() -> None:
     extra = served({"apiVersion": "v1", "kind": "PersistentVolumeClaim", **body}, uid="uid-2")
     objects = {**observed.objects, ("pvc", "home-kim"): extra}
     (report,) = diff(state(user("kim")), Observed(objects, {}), settings(pvc_retention="0s"))
-    assert brief([report]) == [("report", "pvc", "home-kim")] and "keeps this one" in report.details["reason"]
+    assert (
+        brief([report]) == [("report", "pvc", "home-kim")]
+        and "keeps this one" in report.details_json()["reason"]
+    )
 
 
 def test_a_deleted_users_claim_follows_the_retention() -> None:
     observed = applied(diff(state(user("kim")), Observed()))
     home = {("pvc", "home-u10000"): observed.objects["pvc", "home-u10000"]}
     (mark,) = diff(state(), Observed(home, {}))
-    assert brief([mark]) == [("update", "pvc", "home-u10000")] and mark.details["orphaned_since"]["new"]
+    assert (
+        brief([mark]) == [("update", "pvc", "home-u10000")] and mark.details_json()["orphaned_since"]["new"]
+    )
     (delete,) = diff(state(), Observed(home, {}), settings(pvc_retention="0s"))
     assert brief([delete]) == [("delete", "pvc", "home-u10000")] and delete.subject == "kim"
 
@@ -110,4 +115,4 @@ def test_a_scoped_read_leaves_a_claim_whose_owner_it_did_not_read() -> None:
     assert diff(saul, Observed(home, {}, scoped=True), kube) == diff(saul, Observed(), kube)
     inactive = state(user("kim", active=False))  # read, and known inactive: retired as ever
     (mark,) = diff(inactive, Observed(home, {}, scoped=True))
-    assert mark.details["orphaned_since"]["new"]
+    assert mark.details_json()["orphaned_since"]["new"]

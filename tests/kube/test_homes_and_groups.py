@@ -49,13 +49,13 @@ def test_a_home_grows_with_the_setting_and_never_shrinks(
 
     site.with_kube(home_size="20Gi")
     (report,) = site.plan().changes  # not bound yet: the API server would refuse the resize
-    assert report.action == "report" and "once the claim is bound" in report.details["reason"]
+    assert report.action == "report" and "once the claim is bound" in report.details_json()["reason"]
     assert _storage(site, site.home("kim")) == "10Gi"
 
     _bind(site, site.home("kim"))
     (grow,) = site.plan().changes
     assert grow.action == "update"
-    assert grow.details["spec.resources.requests.storage"] == {"old": "10Gi", "new": "20Gi"}
+    assert grow.details_json()["spec.resources.requests.storage"] == {"old": "10Gi", "new": "20Gi"}
     site.converge()
     assert _storage(site, site.home("kim")) == "20Gi"
 
@@ -70,7 +70,7 @@ def test_immutable_claim_fields_are_reported_not_changed(make_site: Callable[...
     site.converge()
     site.with_kube(home_storage_class="slow", home_access_mode="ReadWriteMany")
     plan = site.plan()
-    reasons = sorted(c.details["reason"] for c in plan.changes)
+    reasons = sorted(c.details_json()["reason"] for c in plan.changes)
     assert [c.action for c in plan.changes] == ["report", "report"]
     assert "accessModes" in reasons[0] and "storageClassName" in reasons[1]
     result = site.reconcile()
@@ -89,7 +89,7 @@ def test_a_group_gets_a_shared_login_pod_for_its_members(make_site: Callable[...
     site.add_group("physics", members=["kim", "saul"])
     plan = site.plan()
     (missing,) = [c for c in plan.changes if c.action == "report"]
-    assert missing.name == "nosuchgroup" and "not a group SUP provisions" in missing.details["reason"]
+    assert missing.name == "nosuchgroup" and "not a group SUP provisions" in missing.details_json()["reason"]
     site.with_kube(group_pods=["physics"])
     site.converge()
 

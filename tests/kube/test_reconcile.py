@@ -142,7 +142,10 @@ def test_changed_settings_update_the_objects_and_drop_what_sup_no_longer_sets(
         "login-kim",
         "kim",
     )
-    assert change.details["spec.template.spec.containers[sshd].image"] == {"old": "login:1", "new": "login:2"}
+    assert change.details_json()["spec.template.spec.containers[sshd].image"] == {
+        "old": "login:1",
+        "new": "login:2",
+    }
 
     site.converge()
     spec = _pod(site, "login-kim")["spec"]
@@ -187,11 +190,13 @@ def test_hand_edits_and_deletions_are_repaired(site: Site) -> None:
         ("create", "workload", "login-saul"),
         ("report", "pvc", site.home("saul")),
     }
-    assert found["update", "workload", "login-kim"].details["spec.template.spec.containers[sshd].image"] == {
+    assert found["update", "workload", "login-kim"].details_json()[
+        "spec.template.spec.containers[sshd].image"
+    ] == {
         "old": "evil:latest",
         "new": "sup-login:latest",
     }
-    assert "being deleted" in found["report", "pvc", site.home("saul")].details["reason"]
+    assert "being deleted" in found["report", "pvc", site.home("saul")].details_json()["reason"]
 
     result = site.reconcile()
     assert result.ok and len(result.targets[0].applied) == 4  # the report writes nothing
@@ -308,7 +313,7 @@ def test_objects_sup_did_not_create_are_never_touched(site: Site) -> None:
         )  # fmt: skip
 
     plan = site.plan()
-    reports = {(c.kind, c.name): c.details for c in plan.changes if c.action == "report"}
+    reports = {(c.kind, c.name): c.details_json() for c in plan.changes if c.action == "report"}
     assert set(reports) == {("pvc", site.home("kim")), ("workload", "login-kim")}
     assert "SUP did not create it" in reports["pvc", site.home("kim")]["error"]
     assert not any(c.name == "login-zed" for c in plan.changes)

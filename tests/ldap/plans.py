@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from sup.domain.desired import DesiredState, Policy, StoredGroup, StoredUser, StoreSnapshot, derive
-from sup.targets.base import ADD_MEMBERS, CREATE, DELETE, REMOVE_MEMBERS, REPORT, UPDATE, Change
+from sup.targets.base import ADD_MEMBERS, CREATE, DELETE, REMOVE_MEMBERS, REPORT, UPDATE
 from sup.targets.ldap import dn as dnlib
-from sup.targets.ldap.diff import META_KEYS, values_of
+from sup.targets.ldap.diff import dn_of, values_of
 from sup.targets.ldap.layout import Layout
-from sup.targets.ldap.model import Observed, ObservedEntry
+from sup.targets.ldap.model import EntryWrite, LdapChange, MemberAdd, MemberRemove, Observed, ObservedEntry
 
 BASE = "dc=example,dc=org"
 PLACEHOLDER = "cn=empty-membership-placeholder"
@@ -30,7 +30,7 @@ def layout(**overrides: object) -> Layout:
 EMPTY = Observed(frozenset(), {}, ())
 
 
-def simulate(observed: Observed, changes: list[Change], shape: Layout) -> Observed:
+def simulate(observed: Observed, changes: list[LdapChange], shape: Layout) -> Observed:
     """What the directory holds after `changes` were applied as their details say."""
     containers = set(observed.containers)
     entries: dict[str, tuple[str, dict[str, tuple[str, ...]]]] = {
@@ -40,21 +40,21 @@ def simulate(observed: Observed, changes: list[Change], shape: Layout) -> Observ
     for change in changes:
         if change.action == REPORT:
             continue
-        dn = str(change.details["dn"])
+        details = change.details
+        dn = dn_of(details)
         ndn = dnlib.normalize(dn)
-        attributes = {k: v for k, v in change.details.items() if k not in META_KEYS}
-        if change.action == CREATE:
+        if change.action == CREATE and isinstance(details, EntryWrite):
             created = {
-                k.lower(): tuple(values_of(v["new"])) for k, v in attributes.items() if values_of(v["new"])
+                k.lower(): tuple(vs) for k, v in details.attributes.items() if (vs := values_of(v.new))
             }
             if change.kind == "ou":
                 containers.add(ndn)
             else:
                 entries[ndn] = (dn, created)
-        elif change.action == UPDATE:
+        elif change.action == UPDATE and isinstance(details, EntryWrite):
             current = entries[ndn][1]
-            for name, diff in attributes.items():
-                new = tuple(values_of(diff["new"]))
+            for name, diff in details.attributes.items():
+                new = tuple(values_of(diff.new))
                 if name == "objectClass":
                     present = current.get("objectclass", ())
                     new = present + tuple(c for c in new if c.lower() not in {p.lower() for p in present})
@@ -62,15 +62,16 @@ def simulate(observed: Observed, changes: list[Change], shape: Layout) -> Observ
                     current[name.lower()] = new
                 else:
                     current.pop(name.lower(), None)
-        elif change.action == ADD_MEMBERS:
+        elif change.action == ADD_MEMBERS and isinstance(details, MemberAdd):
             current = entries[ndn][1]
-            current[member] = (*current.get(member, ()), str(attributes[shape.member_attribute]["new"]))
-        elif change.action == REMOVE_MEMBERS:
+            current[member] = (*current.get(member, ()), details.value)
+        elif change.action == REMOVE_MEMBERS and isinstance(details, MemberRemove):
             current = entries[ndn][1]
-            gone = str(attributes[shape.member_attribute]["old"])
-            current[member] = tuple(v for v in current.get(member, ()) if v != gone)
+            current[member] = tuple(v for v in current.get(member, ()) if v != details.value)
         elif change.action == DELETE:
             del entries[ndn]
+        else:
+            raise AssertionError(f"{change.action} with {details!r}")
     return Observed(
         frozenset(containers),
         {k: ObservedEntry(dn, attrs) for k, (dn, attrs) in entries.items()},

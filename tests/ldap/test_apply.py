@@ -4,10 +4,11 @@ and a connection that breaks midway fails what was not answered instead of hidin
 
 from __future__ import annotations
 
-from sup.targets.base import ApplyReport, Change
+from sup.targets.base import ApplyReport
 from sup.targets.ldap.apply import apply_changes
 from sup.targets.ldap.connection import Outcome, Write
 from sup.targets.ldap.diff import plan
+from sup.targets.ldap.model import LdapChange
 from tests.ldap.plans import EMPTY, layout, simulate, state, user
 
 SHAPE = layout(admin_groups=("ops",))
@@ -39,7 +40,7 @@ class RecordingConnection:
         return self.answer(self.sent[message_id - 1])
 
 
-def _apply(changes: list[Change], connection: RecordingConnection, depth: int = 4) -> ApplyReport:
+def _apply(changes: list[LdapChange], connection: RecordingConnection, depth: int = 4) -> ApplyReport:
     return apply_changes(connection, SHAPE, changes, depth)  # type: ignore[arg-type]
 
 
@@ -49,13 +50,13 @@ FIRST = state(
 )
 
 
-def _accounted_once(changes: list[Change], report: ApplyReport) -> bool:
+def _accounted_once(changes: list[LdapChange], report: ApplyReport) -> bool:
     """Each change (but a report without an error, which writes nothing) applied or failed, not both."""
     failed = [f.change for f in report.failed]
     return all(
         (c in report.applied) != (c in failed)
         for c in changes
-        if c.action != "report" or "error" in c.details
+        if c.action != "report" or "error" in c.details_json()
     )
 
 

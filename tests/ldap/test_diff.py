@@ -83,13 +83,15 @@ def test_a_first_plan_creates_ous_then_users_then_groups_with_members() -> None:
         ("create", "group", "empty"),
         ("create", "group", "physics"),
     ]
-    groups = {c.name: c.details for c in changes if c.kind == "group"}
+    groups = {c.name: c.details_json() for c in changes if c.kind == "group"}
     assert groups["physics"]["member"] == {"old": None, "new": [f"uid=ann,ou=people,{BASE}"]}
     assert groups["empty"]["member"] == {"old": None, "new": [PLACEHOLDER]}
     assert groups["ann"]["objectClass"] == {"old": None, "new": ["groupOfNames", "posixGroup"]}
     assert [c.subject for c in changes if c.kind == "group"] == ["ann", "bob", None, None]
 
-    rfc2307 = {c.name: c.details for c in plan(desired, EMPTY, layout(schema="rfc2307")) if c.kind == "group"}
+    rfc2307 = {
+        c.name: c.details_json() for c in plan(desired, EMPTY, layout(schema="rfc2307")) if c.kind == "group"
+    }
     assert rfc2307["physics"]["memberUid"] == {"old": None, "new": ["ann"]}
     assert "memberUid" not in rfc2307["empty"] and rfc2307["empty"]["objectClass"]["new"] == ["posixGroup"]
 
@@ -115,7 +117,7 @@ def test_collisions_are_reported_for_their_user_and_nothing_is_written_for_them(
         _foreign(f"uid=x,ou=staff,{BASE}", ("posixAccount",), uid="*", uidNumber="10002x"),
     )
     changes = plan(desired, Observed(frozenset(), {}, foreign), shape)
-    reports = {(c.kind, c.name, c.subject): c.details["error"] for c in changes if c.action == REPORT}
+    reports = {(c.kind, c.name, c.subject): c.details_json()["error"] for c in changes if c.action == REPORT}
     assert set(reports) == {("user", "ann", "ann"), ("user", "bob", "bob"), ("group", "g", None)}
     assert f"uidNumber 10000 is already used by uid=old,ou=staff,{BASE}" in str(reports["user", "ann", "ann"])
     assert "uid bob is already used by" in str(reports["user", "bob", "bob"])
@@ -124,7 +126,7 @@ def test_collisions_are_reported_for_their_user_and_nothing_is_written_for_them(
     assert ("user", "ann") not in written and ("user", "bob") not in written and ("group", "g") not in written
     assert ("user", "cy") in written  # a foreign uid "*" matches nothing but "*"
     ops = next(c for c in changes if c.kind == "group" and c.name == "ops")
-    assert ops.details["member"]["new"] == [f"uid=cy,ou=people,{BASE}"]  # blocked users are not added
+    assert ops.details_json()["member"]["new"] == [f"uid=cy,ou=people,{BASE}"]  # blocked users are not added
 
 
 def test_unknown_entries_are_deleted_or_reported_and_children_go_first() -> None:
@@ -148,14 +150,14 @@ def test_unknown_entries_are_deleted_or_reported_and_children_go_first() -> None
         ("delete", "user", "zed", "zed"),
     ]
     reported = plan(desired, observed, layout(unknown_entries="report"))
-    assert {c.action for c in reported} == {REPORT} and all("reason" in c.details for c in reported)
+    assert {c.action for c in reported} == {REPORT} and all("reason" in c.details_json() for c in reported)
 
 
 def test_deactivation_locks_or_deletes() -> None:
     active = state([user("ann", 10000, keys=(KEYS[0],))], {"g": (50000, frozenset({"ann"}))})
     locked = state([user("ann", 10000, keys=(KEYS[0],), active=False)], {"g": (50000, frozenset({"ann"}))})
     observed = _converged(active, layout())
-    lock = {(c.action.value, c.name): c.details for c in plan(locked, observed, layout())}
+    lock = {(c.action.value, c.name): c.details_json() for c in plan(locked, observed, layout())}
     assert set(lock) == {("update", "ann"), ("remove_members", "g"), ("add_members", "g")}  # placeholder in
     assert lock["update", "ann"]["loginShell"] == {"old": "/bin/bash", "new": "/usr/sbin/nologin"}
     assert lock["update", "ann"]["sshPublicKey"] == {"old": KEYS[0], "new": None}
@@ -194,22 +196,22 @@ def test_names_and_values_the_directory_cannot_hold_are_refused() -> None:
         {"g": (50000, frozenset({"ann", "bad,name", "eve"}))},
     )
     changes = plan(desired, EMPTY, layout())
-    refused = {(c.kind, c.name): str(c.details["error"]) for c in changes if c.action == REPORT}
+    refused = {(c.kind, c.name): str(c.details_json()["error"]) for c in changes if c.action == REPORT}
     assert set(refused) == {("user", "bad,name"), ("group", "bad,name"), ("user", "eve")}
     assert "contains characters that are not allowed" in refused["user", "bad,name"]
     assert "contains a control character" in refused["user", "eve"]
     group = next(c for c in changes if c.kind == "group" and c.name == "g")
-    assert group.details["member"]["new"] == [f"uid=ann,ou=people,{BASE}"]
+    assert group.details_json()["member"]["new"] == [f"uid=ann,ou=people,{BASE}"]
 
 
 def test_admin_groups_get_a_sudo_role_and_missing_ones_are_reported() -> None:
     desired = state([user("ann", 10000)], {"ops": (50000, frozenset({"ann"}))})
     changes = plan(desired, EMPTY, layout(admin_groups=("ops", "nosuch"), sudo_options=()))
     sudo = next(c for c in changes if c.kind == "sudo_role" and c.action == CREATE)
-    assert sudo.details["dn"] == f"cn=ops,ou=SUDOers,{BASE}"
-    assert sudo.details["sudoUser"]["new"] == "%ops" and "sudoOption" not in sudo.details
+    assert sudo.details_json()["dn"] == f"cn=ops,ou=SUDOers,{BASE}"
+    assert sudo.details_json()["sudoUser"]["new"] == "%ops" and "sudoOption" not in sudo.details_json()
     missing = next(c for c in changes if c.action == REPORT)
-    assert missing.name == "nosuch" and "error" not in missing.details
+    assert missing.name == "nosuch" and "error" not in missing.details_json()
 
 
 @pytest.mark.parametrize(

@@ -63,7 +63,7 @@ def test_the_target_refuses_them_too_and_touches_nothing_else(
     target = LdapTarget(target_context(SPEC, site.settings, None))
     try:
         changes = target.diff(desired, target.observe())
-        refused = {(c.kind, c.name): str(c.details["error"]) for c in changes if c.action == "report"}
+        refused = {(c.kind, c.name): str(c.details_json()["error"]) for c in changes if c.action == "report"}
         assert set(refused) == {("user", n) for n in HOSTILE} | {("group", n) for n in HOSTILE}
         assert all("SUP does not write it to LDAP" in e for e in refused.values())
         ous = {("create", "ou", dn) for dn in (site.users_dn, site.groups_dn, site.sudoers_dn)}

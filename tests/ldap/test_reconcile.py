@@ -89,9 +89,9 @@ def test_store_changes_become_attribute_and_membership_deltas(site: Site) -> Non
         ("remove_members", "physics", "kim"),
     }
     update = next(c for c in planned.changes if c.action == "update")
-    assert update.details["loginShell"] == {"old": "/bin/bash", "new": "/bin/zsh"}
-    assert update.details["cn"] == {"old": "kim", "new": "Kimberly Wexler"}
-    assert update.details["sshPublicKey"]["new"] == second
+    assert update.details_json()["loginShell"] == {"old": "/bin/bash", "new": "/bin/zsh"}
+    assert update.details_json()["cn"] == {"old": "kim", "new": "Kimberly Wexler"}
+    assert update.details_json()["sshPublicKey"]["new"] == second
 
     site.converge()
     kim = site.entry(site.user_dn("kim"))
@@ -202,7 +202,7 @@ def test_hand_made_drift_is_planned_and_repaired(site: Site) -> None:
         ("delete", "user", "stranger", "stranger"),
     }
     update = next(c for c in planned.changes if c.action == "update")
-    assert dict(update.details) == {
+    assert dict(update.details_json()) == {
         "dn": site.user_dn("kim"),
         "loginShell": {"old": "/bin/sh", "new": "/bin/bash"},
     }
@@ -258,7 +258,7 @@ def test_a_missing_auxiliary_class_is_added(site: Site) -> None:
         assert c.add(site.user_dn("kim"), ["inetOrgPerson", "posixAccount"], attributes)[0]
     planned = site.plan()
     update = next(c for c in planned.changes if c.kind == "user")
-    assert update.action == "update" and set(update.details) == {"dn", "objectClass"}
+    assert update.action == "update" and set(update.details_json()) == {"dn", "objectClass"}
     site.converge()
     kim = site.entry(site.user_dn("kim"))
     assert kim is not None and "ldapPublicKey" in kim["objectClass"]

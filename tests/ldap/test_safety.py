@@ -52,7 +52,9 @@ def test_collisions_with_foreign_entries_are_errors_of_their_user_and_never_writ
 
     planned = site.plan()
     reports = {
-        (c.kind, c.name, c.subject): str(c.details["error"]) for c in planned.changes if c.action == "report"
+        (c.kind, c.name, c.subject): str(c.details_json()["error"])
+        for c in planned.changes
+        if c.action == "report"
     }
     assert set(reports) == {("user", "kim", "kim"), ("user", "saul", "saul"), ("group", "physics", None)}
     assert f"uidNumber 10000 is already used by uid=legacy,{staff}" in reports["user", "kim", "kim"]

@@ -46,7 +46,7 @@ def test_staged_offboarding_blocks_then_removes_after_the_deadline(make_site: Ca
         ("update", "association", "chem/saul"),
         ("update", "association", "phys/saul"),
     ]
-    assert plan[0].details["max_submit_jobs"] == {"old": None, "new": "0"}
+    assert plan[0].details_json()["max_submit_jobs"] == {"old": None, "new": "0"}
     site.converge()  # blocked, kept: nothing left to do until the deadline
     assert _max_submit(site, "saul") == {"chem": "0", "phys": "0"}
     assert {u for _, u, _ in site.associations()} == {"kim", "saul"}

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from sqlalchemy.orm import Session, sessionmaker
 
 from sup.config import Settings
-from sup.reconcile.planner import run_pass
+from sup.reconcile.planner import desired_state, run_pass
 from sup.reconcile.targets import target_context
 from sup.targets.slurm import SPEC, SlurmTarget
 from tests.slurm import helpers as h
@@ -25,7 +25,8 @@ def test_applying_a_stale_plan_again_is_harmless(
     for name in ("kim", "saul", "lalo", "nacho"):
         h.add_user(store, settings, name, "physics")
     h.add_account(store, "phys", group="physics", fairshare=10)
-    changes = run_pass(settings, store, only=["slurm"]).changes
+    planner = SlurmTarget(target_context(SPEC, settings, store.kw["bind"]))
+    changes = planner.diff(desired_state(store, settings), planner.observe())  # what `sup plan` shows
     first = SlurmTarget(target_context(SPEC, settings, store.kw["bind"]))
     report = first.apply(changes)
     assert (len(report.applied), report.failed) == (len(changes), [])

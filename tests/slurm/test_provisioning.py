@@ -139,7 +139,7 @@ def test_account_parent_fairshare_qos_and_limit_changes(
         limits={"grp_tres": {"cpu": "128"}, "max_jobs": 20},  # mem, gres/gpu, grp_jobs and max_wall go away
     )
     result = run_pass(science, store, only=["slurm"])
-    updates = {c.name: c.details for c in result.changes}
+    updates = {c.name: c.details_json() for c in result.changes}
     assert set(updates) == {"chem", "phys"}
     assert updates["chem"]["parent"] == {"old": "science", "new": "root"}
     assert updates["phys"]["fairshare"] == {"old": "100", "new": "200"}
@@ -245,7 +245,7 @@ def test_user_fairshare_setting(
     assert h.user_row(slurmdbd, cluster, "phys", "kim")["Fairshare"] == "parent"
     slurmdbd.sacctmgr("modify", "user", "where", "name=kim", f"cluster={cluster}", "set", "fairshare=9")
     result = run_pass(settings, store, only=["slurm"])
-    assert [(c.name, c.details.get("fairshare")) for c in result.changes] == [
+    assert [(c.name, c.details_json().get("fairshare")) for c in result.changes] == [
         ("phys/kim", {"old": "9", "new": "parent"})
     ]
     reconcile(settings, store)

@@ -21,11 +21,12 @@ from sup.reconcile.targets import target_context
 from sup.store.session import make_engine
 from sup.targets.base import CREATE, Change
 from sup.targets.slurm import SPEC, SlurmTarget
+from sup.targets.slurm.model import AssociationChange
 
 url, section, cluster, users = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3], sys.argv[4].split(",")
 target = SlurmTarget(target_context(SPEC, Settings(database_url=url, slurm=section), make_engine(url)))
 changes = [
-    Change("slurm", CREATE, "association", f"phys/{u}", {"cluster": cluster, "account": "phys", "user": u})
+    Change("slurm", CREATE, "association", f"phys/{u}", AssociationChange(cluster, "phys", u))
     for u in users
 ]
 report = target.apply(changes)

@@ -16,7 +16,18 @@ from sup.targets.slurm.apply import chunks, create_options, operations, set_opti
 from sup.targets.slurm.desired import build
 from sup.targets.slurm.diff import plan
 from sup.targets.slurm.lock import slurmdbd_address
-from sup.targets.slurm.model import ATTRIBUTES, Association, ClusterState, Observed, normalize, same
+from sup.targets.slurm.model import (
+    ATTRIBUTES,
+    AccountCreate,
+    AccountDelete,
+    Association,
+    ClusterState,
+    Limits,
+    Observed,
+    OldNew,
+    normalize,
+    same,
+)
 from sup.targets.slurm.sacctmgr import Outcome, Sacctmgr, SlurmUnreachable, classify
 
 # --- sacctmgr outcomes ----------------------------------------------------------------------------
@@ -132,28 +143,35 @@ def test_plan_orders_parents_defaults_and_removals() -> None:
         ("update", "user", "saul"),  # Operator, from the ops group
         ("delete", "association", "phys/stranger"),  # the store is authoritative in SUP's accounts
     ]
-    assert changes[1].details == {"cluster": "c1", "account": "phys", "user": "saul", "default_account": True}
-    assert changes[3].details == {"cluster": "c1", "default_account": {"old": "phys", "new": "chem"}}
-    assert changes[4].details == {"admin_level": {"old": "None", "new": "Operator"}}
+    assert changes[1].details_json() == {
+        "cluster": "c1",
+        "account": "phys",
+        "user": "saul",
+        "default_account": True,
+    }
+    assert changes[3].details_json() == {"cluster": "c1", "default_account": {"old": "phys", "new": "chem"}}
+    assert changes[4].details_json() == {"admin_level": {"old": "None", "new": "Operator"}}
     # The plan is pure: the same inputs give the same plan.
     assert plan(build(desired, settings), observed) == changes
 
 
 def test_inherited_values_are_reset_not_copied() -> None:
     changes = set_options(
-        {
-            "max_jobs": {"old": "99", "new": "10"},
-            "qos": {"old": "high", "new": "normal"},
-            "grp_tres": {"old": "cpu=64,mem=20G", "new": "cpu=128"},
-            "max_tres_per_job": {"old": "node=2", "new": "node=4"},
-            "fairshare": {"old": "5", "new": "100"},
-            "inherit": ["max_jobs", "qos", "max_tres_per_job"],
-        }
+        Limits(
+            {
+                "max_jobs": OldNew("99", "10"),
+                "qos": OldNew("high", "normal"),
+                "grp_tres": OldNew("cpu=64,mem=20G", "cpu=128"),
+                "max_tres_per_job": OldNew("node=2", "node=4"),
+                "fairshare": OldNew("5", "100"),
+            },
+            inherit=("max_jobs", "qos", "max_tres_per_job"),
+        )
     )
     assert changes == ("Fairshare=100", "QOS=", "GrpTRES=cpu=128,mem=-1", "MaxJobs=-1", "MaxTRES=node=-1")
-    created = {"description": "Physics dept", "fairshare": "10", "qos": "high,normal"}
+    created = AccountCreate("c1", "root", "Physics dept", None, {"fairshare": "10", "qos": "high,normal"})
     assert create_options(created) == ("Fairshare=10", "QOS=high,normal")
-    assert text_options(created, update=False) == ("Description=Physics dept",)
+    assert text_options(created) == ("Description=Physics dept",)
 
 
 def test_operations_batch_by_command_and_chunk() -> None:
@@ -210,7 +228,7 @@ def test_slurmdbd_address_from_slurm_conf(tmp_path: Path) -> None:
 
 def test_accounts_are_deleted_children_first() -> None:
     changes = [
-        Change("slurm", DELETE, "account", name, {"cluster": "c1", "depth": depth})
+        Change("slurm", DELETE, "account", name, AccountDelete("c1", depth))
         for name, depth in (("top", 1), ("leaf", 3), ("middle", 2))
     ]
     (removals,) = [phase for phase in operations(changes) if phase]
@@ -273,4 +291,4 @@ def test_a_first_association_waits_for_the_posix_identity() -> None:
         ("create", "association", "chem/saul"),
         ("report", "user", "kim"),
     ]
-    assert "POSIX identity" in changes[1].details["reason"]
+    assert "POSIX identity" in changes[1].details_json()["reason"]

@@ -26,6 +26,7 @@ from sup.targets.base import (
     ObserveError,
     Scope,
     TargetError,
+    UntypedChange,
 )
 from sup.targets.spec import TargetContext, TargetSpec
 
@@ -93,9 +94,9 @@ class FakeTarget:
 
     def diff(
         self, desired: DesiredState, observed: tuple[dict[str, int], set[str]], scope: Scope | None = None
-    ) -> list[Change]:
+    ) -> list[UntypedChange]:
         uids, locked = observed
-        changes = []
+        changes: list[UntypedChange] = []
         for name, user in sorted(desired.users.items()):
             if name not in uids and name in desired.identity_pending:
                 continue  # as a target that needs a POSIX identity: nothing new before it exists
@@ -109,10 +110,10 @@ class FakeTarget:
                 }
                 changes.append(Change(self.name, UPDATE, "user", name, details, subject=name))
         for name in sorted(set(uids) - set(desired.users)):
-            changes.append(Change(self.name, DELETE, "user", name, subject=name))
+            changes.append(Change(self.name, DELETE, "user", name, {}, subject=name))
         return changes
 
-    def apply(self, changes: Sequence[Change]) -> ApplyReport:
+    def apply(self, changes: Sequence[UntypedChange]) -> ApplyReport:
         report = ApplyReport()
         time.sleep(self.apply_delay)
         for change in changes:

@@ -49,11 +49,11 @@ class TargetSite(StoreEdits, Generic[T]):
 
     # --- passes --------------------------------------------------------------------------------------
 
-    def _open(self, name: str, context: TargetContext[Any]) -> Target[Any]:
+    def _open(self, name: str, context: TargetContext[Any]) -> Target[Any, Any]:
         assert name == self.target, name
         target = self.open_target(context)
         self.targets.append(target)
-        opened: Target[Any] = target  # type: ignore[assignment]  # T is this site's Target class
+        opened: Target[Any, Any] = target  # type: ignore[assignment]  # T is this site's Target class
         return opened
 
     def plan(self) -> Pass:

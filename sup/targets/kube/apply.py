@@ -19,10 +19,25 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from sup.targets.base import CREATE, DELETE, REPORT, UPDATE, ApplyReport, Change, Failure
+from sup.targets.base import CREATE, DELETE, REPORT, UPDATE, ApplyReport, Failure
 from sup.targets.kube import names
 from sup.targets.kube.client import KubeApiError, KubeClient
-from sup.targets.kube.model import API_KIND, NETWORK_POLICY, PVC, SERVICE, WORKLOAD, needs
+from sup.targets.kube.model import (
+    API_KIND,
+    NETWORK_POLICY,
+    PVC,
+    SERVICE,
+    WORKLOAD,
+    KubeChange,
+    KubeDetails,
+    Manifest,
+    NewObject,
+    NotWritten,
+    ObjectDelete,
+    ObjectUpdate,
+    OrphanMark,
+    needs,
+)
 
 
 def retention_manager(field_manager: str) -> str:
@@ -37,7 +52,7 @@ class _Run:
         self.workers = workers
         self.report = ApplyReport()
 
-    def execute(self, changes: Sequence[Change]) -> None:
+    def execute(self, changes: Sequence[KubeChange]) -> None:
         if not changes:
             return
         with ThreadPoolExecutor(max_workers=min(self.workers, len(changes))) as pool:
@@ -48,7 +63,7 @@ class _Run:
             else:
                 self.report.failed.append(Failure(change, error))
 
-    def _one(self, change: Change) -> str | None:
+    def _one(self, change: KubeChange) -> str | None:
         try:
             _perform(self.client, self.field_manager, change)
         except KubeApiError as exc:
@@ -56,63 +71,60 @@ class _Run:
         return None
 
 
-def _perform(client: KubeClient, field_manager: str, change: Change) -> None:
+def _perform(client: KubeClient, field_manager: str, change: KubeChange) -> None:
     details = change.details
-    uid = str(details.get("uid") or "") or None
-    if change.action == DELETE:
-        client.delete(change.kind, change.name, uid)
-    elif "manifest" in details:
-        body: dict[str, Any] = details["manifest"]
-        if change.action == UPDATE and uid:
-            body = {**body, "metadata": {**body["metadata"], "uid": uid}}
+    if change.action == DELETE and isinstance(details, ObjectDelete):
+        client.delete(change.kind, change.name, details.uid or None)
+    elif isinstance(details, NewObject | ObjectUpdate):
+        body = details.manifest
+        if isinstance(details, ObjectUpdate) and change.action == UPDATE and details.uid:
+            body = {**body, "metadata": {**body["metadata"], "uid": details.uid}}
         client.apply(
             change.kind, change.name, body, field_manager=field_manager, force=change.action != CREATE
         )
-    elif "orphaned_since" in details:
-        _mark(client, retention_manager(field_manager), change.name, details["orphaned_since"], uid)
+    elif isinstance(details, OrphanMark):
+        _mark(client, retention_manager(field_manager), change.name, details)
     else:  # pragma: no cover - diff.py makes no other kind of change
         raise KubeApiError(0, f"SUP does not know how to apply {change.action} {change.kind}")
 
 
-def _mark(client: KubeClient, manager: str, name: str, value: Any, uid: str | None) -> None:
+def _mark(client: KubeClient, manager: str, name: str, mark: OrphanMark) -> None:
     """Set, or (new None) remove, the orphaned-since annotation under a field manager of its own, so
     this never touches the claim's other fields. Removing first takes the annotation over (forced),
     in case somebody else wrote it, and then applies it away."""
     metadata: dict[str, Any] = {"name": name}
-    if uid:
-        metadata["uid"] = uid
+    if mark.uid:
+        metadata["uid"] = mark.uid
     bare = {"apiVersion": "v1", "kind": API_KIND[PVC], "metadata": metadata}
 
     def marked(since: str) -> dict[str, Any]:
         return {**bare, "metadata": {**metadata, "annotations": {names.ORPHANED_ANNOTATION: since}}}
 
-    if value["new"] is not None:
-        client.apply(PVC, name, marked(str(value["new"])), field_manager=manager, force=True)
+    if mark.new is not None:
+        client.apply(PVC, name, marked(mark.new), field_manager=manager, force=True)
         return
-    if value["old"] is not None:
-        client.apply(PVC, name, marked(str(value["old"])), field_manager=manager, force=True)
+    if mark.old is not None:
+        client.apply(PVC, name, marked(mark.old), field_manager=manager, force=True)
     client.apply(PVC, name, bare, field_manager=manager, force=True)
 
 
 def apply_changes(
-    client: KubeClient, field_manager: str, changes: Sequence[Change], workers: int
+    client: KubeClient, field_manager: str, changes: Sequence[KubeChange], workers: int
 ) -> ApplyReport:
     run = _Run(client, field_manager, workers)
     for change in changes:
-        if change.action == REPORT and change.details.get("error"):
-            run.report.failed.append(Failure(change, str(change.details["error"])))
+        if change.action == REPORT and isinstance(change.details, NotWritten) and change.details.error:
+            run.report.failed.append(Failure(change, change.details.error))
 
     writes = [c for c in changes if c.action in (CREATE, UPDATE)]
     run.execute([c for c in writes if c.kind in (PVC, NETWORK_POLICY)])
     failed = {(f.change.kind, f.change.name) for f in run.report.failed if f.change.action != REPORT}
-    second: list[Change] = []
+    second: list[KubeChange] = []
     for change in writes:
         if change.kind not in (SERVICE, WORKLOAD):
             continue
         missing = [
-            need
-            for need in needs(change.kind, change.name, change.details.get("manifest") or {})
-            if need in failed
+            need for need in needs(change.kind, change.name, _manifest(change.details)) if need in failed
         ]
         if missing and change.kind == WORKLOAD and change.action == CREATE:
             what = " and ".join(f"{API_KIND[kind]} {name}" for kind, name in missing)
@@ -125,3 +137,7 @@ def apply_changes(
     for kinds in ((WORKLOAD,), (SERVICE, NETWORK_POLICY), (PVC,)):
         run.execute([c for c in deletes if c.kind in kinds])
     return run.report
+
+
+def _manifest(details: KubeDetails) -> Manifest:
+    return details.manifest if isinstance(details, NewObject | ObjectUpdate) else {}

@@ -39,9 +39,16 @@ from sup.targets.kube.model import (
     PVC,
     SERVICE,
     WORKLOAD,
+    KubeChange,
     Manifest,
+    NewObject,
+    NotWritten,
+    ObjectDelete,
+    ObjectUpdate,
     Observed,
     ObservedObject,
+    OrphanMark,
+    Remark,
     Wanted,
     user_object_keys,
 )
@@ -62,8 +69,8 @@ def plan(
     renderer: Renderer,
     settings: KubeSettings,
     now: datetime.datetime,
-) -> list[Change]:
-    changes: list[Change] = []
+) -> list[KubeChange]:
+    changes: list[KubeChange] = []
     wanted = _wanted(desired, observed, renderer, settings, changes)
     blocked = _blocked(wanted, observed, settings.namespace, changes)
     for key, item in wanted.items():
@@ -76,7 +83,7 @@ def plan(
             reason = (
                 f"{_describe(item.kind, item.name)} is being deleted; SUP creates it again once it is gone"
             )
-            changes.append(Change(TARGET, REPORT, item.kind, item.name, {"reason": reason}, item.subject))
+            changes.append(Change(TARGET, REPORT, item.kind, item.name, Remark(reason), item.subject))
         else:
             found = _update(item, have, settings)
             changes.extend(found)
@@ -97,7 +104,7 @@ def plan(
                     f"another home claim of uid {uid} (user {owner.username}); SUP mounts the one it "
                     "chose and keeps this one"
                 )
-                changes.append(Change(TARGET, REPORT, PVC, have.name, {"reason": reason}, owner.username))
+                changes.append(Change(TARGET, REPORT, PVC, have.name, Remark(reason), owner.username))
             elif owner is not None or not observed.scoped:
                 changes.extend(_retire_claim(have, retention, now, settings.namespace))
         else:
@@ -105,7 +112,7 @@ def plan(
     return sorted(changes, key=_order)
 
 
-def _order(change: Change) -> tuple[int, int, str, str]:
+def _order(change: KubeChange) -> tuple[int, int, str, str]:
     kinds = _DELETE_ORDER if change.action == DELETE else _KIND_ORDER
     return (_ACTION_ORDER[change.action], kinds.get(change.kind, 9), change.name, str(change.subject))
 
@@ -118,7 +125,7 @@ def _wanted(
     observed: Observed,
     renderer: Renderer,
     settings: KubeSettings,
-    changes: list[Change],
+    changes: list[KubeChange],
 ) -> dict[tuple[str, str], Wanted]:
     items: list[Wanted] = []
     claims = assign_claims(desired.users, observed)
@@ -133,7 +140,7 @@ def _wanted(
             reason = (
                 f"group {group_name} in kube.group_pods is not a group SUP provisions; it gets no login pod"
             )
-            changes.append(Change(TARGET, REPORT, WORKLOAD, group_name, {"reason": reason}))
+            changes.append(Change(TARGET, REPORT, WORKLOAD, group_name, Remark(reason)))
             continue
         members = [desired.users[m] for m in sorted(group.members) if m in desired.users]
         items.extend(renderer.group_login(group, members, claims))
@@ -149,7 +156,7 @@ def _wanted(
         who = " and ".join(f"{o.owner.kind} {o.owner.name}" for o in owners)
         for item in owners:
             error = f"{who} would share the name {item.name}; SUP writes neither"
-            changes.append(Change(TARGET, REPORT, item.kind, item.name, {"error": error}, item.subject))
+            changes.append(Change(TARGET, REPORT, item.kind, item.name, NotWritten(error), item.subject))
     return wanted
 
 
@@ -174,7 +181,7 @@ def _user_objects(
 
 
 def _blocked(
-    wanted: Mapping[tuple[str, str], Wanted], observed: Observed, namespace: str, changes: list[Change]
+    wanted: Mapping[tuple[str, str], Wanted], observed: Observed, namespace: str, changes: list[KubeChange]
 ) -> set[tuple[str, str]]:
     """Wanted objects whose name an object SUP did not create holds, and the workloads that need
     them (a pod never runs without its NetworkPolicy, nor mounts a claim that is not SUP's)."""
@@ -186,7 +193,7 @@ def _blocked(
                 f"{_describe(item.kind, item.name)} already exists in namespace {namespace} and SUP did "
                 "not create it; SUP leaves it alone and does not create its own"
             )
-            changes.append(Change(TARGET, REPORT, item.kind, item.name, {"error": error}, item.subject))
+            changes.append(Change(TARGET, REPORT, item.kind, item.name, NotWritten(error), item.subject))
     for key, item in wanted.items():
         if item.kind != WORKLOAD or key in blocked:
             continue
@@ -195,7 +202,7 @@ def _blocked(
             blocked.add(key)
             what = " and ".join(_describe(kind, name) for kind, name in missing)
             error = f"not created: {what} cannot be written (see above)"
-            changes.append(Change(TARGET, REPORT, item.kind, item.name, {"error": error}, item.subject))
+            changes.append(Change(TARGET, REPORT, item.kind, item.name, NotWritten(error), item.subject))
     return blocked
 
 
@@ -247,14 +254,9 @@ def summary(kind: str, manifest: Manifest) -> dict[str, Any]:
     return {"ssh_from": sources or "nobody", "egress_rules": len(spec.get("egress") or [])}
 
 
-def _create(item: Wanted, namespace: str) -> Change:
+def _create(item: Wanted, namespace: str) -> KubeChange:
     manifest = _with_hash(item.manifest)
-    details: dict[str, Any] = {
-        "object": _describe(item.kind, item.name),
-        "namespace": namespace,
-        **summary(item.kind, manifest),
-        "manifest": manifest,
-    }
+    details = NewObject(_describe(item.kind, item.name), namespace, summary(item.kind, manifest), manifest)
     return Change(TARGET, CREATE, item.kind, item.name, details, item.subject)
 
 
@@ -263,7 +265,7 @@ def _storage(body: Mapping[str, Any]) -> str | None:
     return None if value is None else str(value)
 
 
-def _claim_adjustments(item: Wanted, have: ObservedObject, changes: list[Change]) -> None:
+def _claim_adjustments(item: Wanted, have: ObservedObject, changes: list[KubeChange]) -> None:
     """Never shrink a claim, never touch its immutable fields, grow it only once it is bound."""
     spec = item.manifest["spec"]
     have_spec = have.body.get("spec", {})
@@ -275,7 +277,7 @@ def _claim_adjustments(item: Wanted, have: ObservedObject, changes: list[Change]
                 f"{field} is {have_value if have_value is not None else 'unset'} and cannot change on an "
                 f"existing claim (the settings say {spec[field]}); the claim keeps it"
             )
-            changes.append(Change(TARGET, REPORT, PVC, item.name, {"reason": reason}, item.subject))
+            changes.append(Change(TARGET, REPORT, PVC, item.name, Remark(reason), item.subject))
             if have_value is None:
                 del spec[field]
             else:
@@ -293,11 +295,11 @@ def _claim_adjustments(item: Wanted, have: ObservedObject, changes: list[Change]
     elif want_bytes > have_bytes and have.body.get("status", {}).get("phase") != "Bound":
         requests["storage"] = have_size
         reason = f"grows from {have_size} to {want_size} once the claim is bound"
-        changes.append(Change(TARGET, REPORT, PVC, item.name, {"reason": reason}, item.subject))
+        changes.append(Change(TARGET, REPORT, PVC, item.name, Remark(reason), item.subject))
 
 
-def _update(item: Wanted, have: ObservedObject, settings: KubeSettings) -> list[Change]:
-    changes: list[Change] = []
+def _update(item: Wanted, have: ObservedObject, settings: KubeSettings) -> list[KubeChange]:
+    changes: list[KubeChange] = []
     if item.kind == PVC:
         _claim_adjustments(item, have, changes)
     manifest = _with_hash(item.manifest)
@@ -306,25 +308,19 @@ def _update(item: Wanted, have: ObservedObject, settings: KubeSettings) -> list[
     hash_path = f"metadata.annotations.{names.HASH_ANNOTATION}"
     hash_changed = found.pop(hash_path, None) is not None
     if found or hash_changed:
-        details: dict[str, Any] = {"object": _describe(item.kind, item.name), "namespace": settings.namespace}
-        details.update(found)
+        reason = None
         if not found:
-            details["reason"] = "SUP's settings or templates changed: fields SUP no longer sets are removed"
-        if have.labels.get(names.MANAGED_BY) != names.MANAGER:
-            details.setdefault("reason", "SUP's labels were removed by hand")
-        details["uid"] = have.uid
-        details["manifest"] = manifest
-        changes.append(Change(TARGET, UPDATE, item.kind, item.name, details, item.subject))
+            reason = "SUP's settings or templates changed: fields SUP no longer sets are removed"
+        elif have.labels.get(names.MANAGED_BY) != names.MANAGER:
+            reason = "SUP's labels were removed by hand"
+        what = _describe(item.kind, item.name)
+        update = ObjectUpdate(what, settings.namespace, found, reason, have.uid, manifest)
+        changes.append(Change(TARGET, UPDATE, item.kind, item.name, update, item.subject))
     orphaned = have.annotations.get(names.ORPHANED_ANNOTATION)
     if item.kind == PVC and orphaned is not None:
-        details = {
-            "object": _describe(PVC, item.name),
-            "namespace": settings.namespace,
-            "orphaned_since": {"old": orphaned, "new": None},
-            "reason": f"user {item.owner.name} is active again: the claim is kept and unmarked",
-            "uid": have.uid,
-        }
-        changes.append(Change(TARGET, UPDATE, PVC, item.name, details, item.subject))
+        reason = f"user {item.owner.name} is active again: the claim is kept and unmarked"
+        unmark = OrphanMark(_describe(PVC, item.name), settings.namespace, orphaned, None, reason, have.uid)
+        changes.append(Change(TARGET, UPDATE, PVC, item.name, unmark, item.subject))
     return changes
 
 
@@ -336,8 +332,8 @@ def owner_of(have: ObservedObject) -> str | None:
     return have.annotations.get(names.USER_ANNOTATION)
 
 
-def _delete(have: ObservedObject, reason: str) -> Change:
-    details = {"object": f"{API_KIND[have.kind]} {have.name}", "reason": reason, "uid": have.uid}
+def _delete(have: ObservedObject, reason: str) -> KubeChange:
+    details = ObjectDelete(f"{API_KIND[have.kind]} {have.name}", reason, have.uid)
     return Change(TARGET, DELETE, have.kind, have.name, details, owner_of(have))
 
 
@@ -355,22 +351,20 @@ def parse_time(text: str) -> datetime.datetime | None:
 
 def _retire_claim(
     have: ObservedObject, retention: datetime.timedelta | None, now: datetime.datetime, namespace: str
-) -> Iterable[Change]:
+) -> Iterable[KubeChange]:
     """A home claim without an active user: mark when that was first seen; delete after retention."""
     if retention is not None and retention.total_seconds() == 0:
         return [_delete(have, "its user is no longer active and kube.pvc_retention is 0s")]
     marked = have.annotations.get(names.ORPHANED_ANNOTATION)
     since = parse_time(marked) if marked is not None else None
     if since is None:
-        details: dict[str, Any] = {
-            "object": f"{API_KIND[PVC]} {have.name}",
-            "namespace": namespace,
-            "orphaned_since": {"old": marked, "new": format_time(now)},
-            "reason": "its user is no longer active; the claim is kept "
-            + ("for ever (pvc_retention: keep)" if retention is None else f"for {retention}"),
-            "uid": have.uid,
-        }
-        return [Change(TARGET, UPDATE, PVC, have.name, details, owner_of(have))]
+        reason = "its user is no longer active; the claim is kept " + (
+            "for ever (pvc_retention: keep)" if retention is None else f"for {retention}"
+        )
+        mark = OrphanMark(
+            f"{API_KIND[PVC]} {have.name}", namespace, marked, format_time(now), reason, have.uid
+        )
+        return [Change(TARGET, UPDATE, PVC, have.name, mark, owner_of(have))]
     if retention is not None and now - since >= retention:
         return [_delete(have, f"its user has not been active since {marked}; pvc_retention is {retention}")]
     return []

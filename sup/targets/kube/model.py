@@ -1,4 +1,5 @@
-"""The values passed between rendering, observing, diffing and applying."""
+"""The values passed between rendering, observing, diffing and applying, and the details of the
+changes a plan holds."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from sup.targets.base import Change
 from sup.targets.kube.names import Owner
 
 Manifest = dict[str, Any]
@@ -137,3 +139,93 @@ class Observed:
     objects: Mapping[tuple[str, str], ObservedObject] = field(default_factory=dict)
     foreign: Mapping[tuple[str, str], ObservedObject] = field(default_factory=dict)
     scoped: bool = False
+
+
+# --- change details: what a plan says and apply.py performs ----------------------------------------
+
+
+@dataclass(frozen=True)
+class NewObject:
+    """A `create`: the manifest to apply, and the few fields a person checks (diff.summary)."""
+
+    object: str  # e.g. "StatefulSet login-kim"
+    namespace: str
+    summary: Mapping[str, Any]
+    manifest: Manifest
+
+    def as_json(self) -> dict[str, Any]:
+        return {"object": self.object, "namespace": self.namespace, **self.summary, "manifest": self.manifest}
+
+
+@dataclass(frozen=True)
+class ObjectUpdate:
+    """An `update` that applies the manifest again (forced): the fields that drifted, by path, with
+    their old and new values, and the uid observed (the object must still be that one)."""
+
+    object: str
+    namespace: str
+    drift: Mapping[str, Any]
+    reason: str | None
+    uid: str
+    manifest: Manifest
+
+    def as_json(self) -> dict[str, Any]:
+        shown: dict[str, Any] = {"object": self.object, "namespace": self.namespace, **self.drift}
+        if self.reason is not None:
+            shown["reason"] = self.reason
+        return shown | {"uid": self.uid, "manifest": self.manifest}
+
+
+@dataclass(frozen=True)
+class OrphanMark:
+    """An `update` of a home claim's orphaned-since annotation only: set (new) or removed (new None)."""
+
+    object: str
+    namespace: str
+    old: str | None
+    new: str | None
+    reason: str
+    uid: str
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "object": self.object,
+            "namespace": self.namespace,
+            "orphaned_since": {"old": self.old, "new": self.new},
+            "reason": self.reason,
+            "uid": self.uid,
+        }
+
+
+@dataclass(frozen=True)
+class ObjectDelete:
+    object: str
+    reason: str
+    uid: str
+
+    def as_json(self) -> dict[str, Any]:
+        return {"object": self.object, "reason": self.reason, "uid": self.uid}
+
+
+@dataclass(frozen=True)
+class NotWritten:
+    """A `report` of an object SUP will not write: a failure for its subject."""
+
+    error: str
+
+    def as_json(self) -> dict[str, Any]:
+        return {"error": self.error}
+
+
+@dataclass(frozen=True)
+class Remark:
+    """A `report` that fails nobody: something SUP waits for or leaves as it is, and why."""
+
+    reason: str
+
+    def as_json(self) -> dict[str, Any]:
+        return {"reason": self.reason}
+
+
+KubeDetails = NewObject | ObjectUpdate | OrphanMark | ObjectDelete | NotWritten | Remark
+KubeChange = Change[KubeDetails]

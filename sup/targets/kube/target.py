@@ -7,11 +7,11 @@ from dataclasses import replace
 from typing import ClassVar
 
 from sup.domain.desired import DesiredState
-from sup.targets.base import ApplyReport, Change, Scope, TargetError
+from sup.targets.base import ApplyReport, Scope, TargetError
 from sup.targets.kube.apply import apply_changes
 from sup.targets.kube.client import KubeClient
 from sup.targets.kube.diff import plan
-from sup.targets.kube.model import Observed
+from sup.targets.kube.model import KubeChange, Observed
 from sup.targets.kube.observe import observe, observe_users
 from sup.targets.kube.render import Renderer, TemplateError
 from sup.targets.kube.settings import KubeSettings
@@ -41,7 +41,7 @@ class KubeTarget:
             return observe_users(self.client, self.settings.field_manager, sorted(scope.users))
         return observe(self.client, self.settings.field_manager)
 
-    def diff(self, desired: DesiredState, observed: Observed, scope: Scope | None = None) -> list[Change]:
+    def diff(self, desired: DesiredState, observed: Observed, scope: Scope | None = None) -> list[KubeChange]:
         """With a scope: the scope's users' objects only; the others, and the group pods, are not
         looked at (and so never deleted); the scheduled full pass covers them."""
         settings = self.settings
@@ -54,7 +54,7 @@ class KubeTarget:
         except TemplateError as exc:
             raise TargetError(str(exc), terminal=True) from None
 
-    def apply(self, changes: Sequence[Change]) -> ApplyReport:
+    def apply(self, changes: Sequence[KubeChange]) -> ApplyReport:
         return apply_changes(self.client, self.settings.field_manager, changes, self.settings.workers)
 
     def close(self) -> None:

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TypeVar
 
 from sup.targets.base import (
     ADD_MEMBERS,
@@ -32,7 +32,6 @@ from sup.targets.base import (
     REPORT,
     UPDATE,
     ApplyReport,
-    Change,
     Failure,
 )
 from sup.targets.ldap import dn as dnlib
@@ -45,14 +44,24 @@ from sup.targets.ldap.connection import (
     Pipeline,
     Write,
 )
-from sup.targets.ldap.diff import META_KEYS, values_of
+from sup.targets.ldap.diff import dn_of, values_of
 from sup.targets.ldap.layout import GROUP, OU, USER, Layout
+from sup.targets.ldap.model import (
+    EntryWrite,
+    LdapChange,
+    LdapDetails,
+    MemberAdd,
+    MemberRemove,
+    NotWritten,
+)
+
+DetailsT = TypeVar("DetailsT", bound=LdapDetails)
 
 
 @dataclass
 class _Op:
     write: Write
-    changes: list[Change]
+    changes: list[LdapChange]
     # a group create's membership values: their users are not added when it fails
     members: list[str] = field(default_factory=list)
     # a membership modify refused for a value already there or gone: the same, value by value
@@ -68,7 +77,7 @@ class _Run:
     report: ApplyReport = field(default_factory=ApplyReport)
     failed_users: set[str] = field(default_factory=set)
 
-    def fail(self, change: Change, error: str) -> None:
+    def fail(self, change: LdapChange, error: str) -> None:
         self.report.failed.append(Failure(change, error))
 
     def fail_op(self, op: _Op, error: str) -> None:
@@ -105,70 +114,76 @@ class _Run:
 
 
 def apply_changes(
-    connection: LdapConnection, layout: Layout, changes: Sequence[Change], depth: int
+    connection: LdapConnection, layout: Layout, changes: Sequence[LdapChange], depth: int
 ) -> ApplyReport:
     run = _Run(connection, layout, Pipeline(connection, depth))
     for change in changes:
-        if change.action == REPORT and change.details.get("error"):
-            run.fail(change, str(change.details["error"]))
+        if change.action == REPORT and isinstance(change.details, NotWritten) and change.details.error:
+            run.fail(change, change.details.error)
 
     creates = [c for c in changes if c.action == CREATE]
     ous = sorted((c for c in creates if c.kind == OU), key=lambda c: _depth(c))
-    run.execute([_Op(_add(c.details), [c]) for c in ous])
+    run.execute([_Op(_add(_details(c, EntryWrite)), [c]) for c in ous])
 
     entries = [c for c in creates if c.kind not in (OU, GROUP)]
-    run.execute([_Op(_add(c.details), [c]) for c in entries])
+    run.execute([_Op(_add(_details(c, EntryWrite)), [c]) for c in entries])
     run.failed_users = {
         f.change.name for f in run.report.failed if f.change.kind == USER and f.change.action == CREATE
     }
 
     run.execute([_group_create(run, c) for c in creates if c.kind == GROUP])
 
-    updates = [_Op(_update(c.details), [c]) for c in changes if c.action == UPDATE]
+    updates = [_Op(_update(_details(c, EntryWrite)), [c]) for c in changes if c.action == UPDATE]
     run.execute(updates + _membership_ops(run, changes))
 
     deletes = [c for c in changes if c.action == DELETE]
-    by_depth: dict[int, list[Change]] = defaultdict(list)
+    by_depth: dict[int, list[LdapChange]] = defaultdict(list)
     for change in deletes:
         by_depth[_depth(change)].append(change)
     for level in sorted(by_depth, reverse=True):
-        ops = [_Op(Write("delete", str(c.details["dn"])), [c]) for c in by_depth[level]]
+        ops = [_Op(Write("delete", dn_of(c.details)), [c]) for c in by_depth[level]]
         run.execute(ops, tolerated=lambda _op, outcome: outcome.code == NO_SUCH_OBJECT)
     return run.report
 
 
-def _depth(change: Change) -> int:
-    return dnlib.depth(str(change.details["dn"]))
+def _details(change: LdapChange, kind: type[DetailsT]) -> DetailsT:
+    """The details of `change`, which its action says are a `kind` (diff.py builds them so)."""
+    if not isinstance(change.details, kind):
+        raise TypeError(f"{change.action} {change.kind} {change.name}: unexpected details {change.details!r}")
+    return change.details
 
 
-def _attributes(details: dict[str, Any] | Any) -> dict[str, list[str]]:
-    return {k: values_of(v["new"]) for k, v in details.items() if k not in META_KEYS and values_of(v["new"])}
+def _depth(change: LdapChange) -> int:
+    return dnlib.depth(dn_of(change.details))
 
 
-def _add(details: Any) -> Write:
-    return Write("add", str(details["dn"]), attributes=_attributes(details))
+def _attributes(details: EntryWrite) -> dict[str, list[str]]:
+    return {k: values for k, v in details.attributes.items() if (values := values_of(v.new))}
 
 
-def _update(details: Any) -> Write:
+def _add(details: EntryWrite) -> Write:
+    return Write("add", details.dn, attributes=_attributes(details))
+
+
+def _update(details: EntryWrite) -> Write:
     modifications: dict[str, list[tuple[str, list[str]]]] = {}
-    for attribute, diff in details.items():
-        if attribute in META_KEYS:
-            continue
-        new = values_of(diff["new"])
+    for attribute, diff in details.attributes.items():
+        new = values_of(diff.new)
         if attribute == "objectClass":
-            present = {c.lower() for c in values_of(diff["old"])}
+            present = {c.lower() for c in values_of(diff.old)}
             modifications[attribute] = [("add", [c for c in new if c.lower() not in present])]
         else:
             modifications[attribute] = [("replace", new)]
-    return Write("modify", str(details["dn"]), modifications=modifications)
+    return Write("modify", details.dn, modifications=modifications)
 
 
-def _group_create(run: _Run, change: Change) -> _Op:
+def _group_create(run: _Run, change: LdapChange) -> _Op:
     """A group's add, without members whose own create just failed."""
     layout = run.layout
     attribute = layout.member_attribute
-    details = dict(change.details)
-    members = values_of(details.get(attribute, {}).get("new"))
+    details = _details(change, EntryWrite)
+    wanted = details.attributes.get(attribute)
+    members = values_of(wanted.new) if wanted is not None else []
     kept, dropped = _without_failed_users(run, members)
     for user in dropped:
         run.fail(
@@ -180,7 +195,7 @@ def _group_create(run: _Run, change: Change) -> _Op:
     attributes.pop(attribute, None)
     if kept:
         attributes[attribute] = kept
-    return _Op(Write("add", str(details["dn"]), attributes=attributes), [change], members=kept)
+    return _Op(Write("add", details.dn, attributes=attributes), [change], members=kept)
 
 
 def _without_failed_users(run: _Run, values: list[str]) -> tuple[list[str], list[str]]:
@@ -197,30 +212,29 @@ def _without_failed_users(run: _Run, values: list[str]) -> tuple[list[str], list
     return kept, dropped
 
 
-def _membership_ops(run: _Run, changes: Sequence[Change]) -> list[_Op]:
+def _membership_ops(run: _Run, changes: Sequence[LdapChange]) -> list[_Op]:
     """One modify per group: all its member adds and removes together, atomically, so a group that
     loses its last member gains the placeholder in the same write (groupOfNames must have a member)."""
     layout = run.layout
     attribute = layout.member_attribute
-    groups: dict[str, list[Change]] = defaultdict(list)
+    groups: dict[str, list[LdapChange]] = defaultdict(list)
     for change in changes:
         if change.action in (ADD_MEMBERS, REMOVE_MEMBERS):
-            groups[dnlib.normalize(str(change.details["dn"]))].append(change)
+            groups[dnlib.normalize(dn_of(change.details))].append(change)
     ops = []
     for group_changes in groups.values():
-        adds: list[tuple[Change, str]] = []
-        removes: list[tuple[Change, str]] = []
+        adds: list[tuple[LdapChange, str]] = []
+        removes: list[tuple[LdapChange, str]] = []
         for change in group_changes:
-            diff = change.details[attribute]
             if change.action == ADD_MEMBERS:
-                value = str(diff["new"])
+                value = _details(change, MemberAdd).value
                 _, dropped = _without_failed_users(run, [value])
                 if dropped:
                     run.fail(change, f"not added to group {change.name}: creating user {dropped[0]} failed")
                 else:
                     adds.append((change, value))
             else:
-                removes.append((change, str(diff["old"])))
+                removes.append((change, _details(change, MemberRemove).value))
         planned_adds = any(c.action == ADD_MEMBERS for c in group_changes)
         if planned_adds and not adds and layout.placeholder is not None:
             # every new member was dropped: the placeholder must stay, or the group could end up empty
@@ -234,7 +248,7 @@ def _membership_ops(run: _Run, changes: Sequence[Change]) -> list[_Op]:
             operations.append(("add", [v for _, v in adds]))
         if removes:
             operations.append(("delete", [v for _, v in removes]))
-        dn = str(group_changes[0].details["dn"])
+        dn = dn_of(group_changes[0].details)
         write = Write("modify", dn, modifications={attribute: operations}, permissive=True)
         fallback = (
             [_Op(Write("modify", dn, modifications={attribute: [("add", [v])]}), [c]) for c, v in adds],

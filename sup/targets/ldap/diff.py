@@ -9,15 +9,14 @@
 - An entry SUP wants whose uid, uidNumber, group name or gidNumber is already used by an entry outside
   SUP's OUs is not written: a `report` change with an `error` says why, for that user.
 
-Details hold the DN and, for attributes, old and new values: None (absent), a string (one value) or a
-list. apply.py performs exactly what they say.
+Details (model.py) hold the DN and, for attributes, old and new values: None (absent), a string (one
+value) or a list. apply.py performs exactly what they say.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from typing import Any
 
 from sup.domain.desired import DesiredState
 from sup.targets.base import ADD_MEMBERS, CREATE, DELETE, REMOVE_MEMBERS, REPORT, UPDATE, Change
@@ -32,30 +31,44 @@ from sup.targets.ldap.layout import (
     USER,
     Layout,
 )
-from sup.targets.ldap.model import Observed, ObservedEntry, Retired, Wanted
+from sup.targets.ldap.model import (
+    AttributeChange,
+    EntryWrite,
+    LdapChange,
+    LdapDetails,
+    MemberAdd,
+    MemberRemove,
+    NotWritten,
+    Observed,
+    ObservedEntry,
+    Remark,
+    Retired,
+    Shown,
+    Unwanted,
+    Wanted,
+)
 
 TARGET = "ldap"
-META_KEYS = frozenset({"dn", "reason", "error"})  # details keys that are not attributes
 
 _ACTION_ORDER = {CREATE: 0, UPDATE: 1, ADD_MEMBERS: 2, REMOVE_MEMBERS: 3, DELETE: 4, REPORT: 5}
 _KIND_ORDER = {OU: 0, USER: 1, SUDO_ROLE: 2, GROUP: 3, ENTRY: 4}
 
 
-def plan(desired: DesiredState, observed: Observed, layout: Layout) -> list[Change]:
+def plan(desired: DesiredState, observed: Observed, layout: Layout) -> list[LdapChange]:
     wanted = wanted_entries(desired, layout)
-    changes: list[Change] = []
+    changes: list[LdapChange] = []
     for refused in wanted.refused:
-        details = {"dn": refused.dn, "error": refused.error}
+        details = NotWritten(refused.dn, refused.error)
         changes.append(Change(TARGET, REPORT, refused.kind, refused.name, details, refused.subject))
     for group in wanted.missing_admin_groups:
         reason = f"admin group {group} is not a group SUP provisions; no sudoRole is written for it"
-        changes.append(Change(TARGET, REPORT, SUDO_ROLE, group, {"reason": reason}))
+        changes.append(Change(TARGET, REPORT, SUDO_ROLE, group, Remark(reason)))
 
     blocked = _collisions(wanted, observed.foreign)
     _withdraw_sudo_of_blocked_groups(wanted, blocked, layout)
     for ndn, error in blocked.items():
         blocked_entry = wanted.entries[ndn]
-        details = {"dn": blocked_entry.dn, "error": error}
+        details = NotWritten(blocked_entry.dn, error)
         changes.append(
             Change(TARGET, REPORT, blocked_entry.kind, blocked_entry.name, details, blocked_entry.subject)
         )
@@ -75,7 +88,7 @@ def plan(desired: DesiredState, observed: Observed, layout: Layout) -> list[Chan
         update = _attribute_diff(entry, have)
         if update:
             changes.append(
-                Change(TARGET, UPDATE, entry.kind, entry.name, {"dn": have.dn, **update}, entry.subject)
+                Change(TARGET, UPDATE, entry.kind, entry.name, EntryWrite(have.dn, update), entry.subject)
             )
         if entry.members is not None:
             changes.extend(_membership_diff(entry, have, layout, frozen_members))
@@ -88,8 +101,13 @@ def plan(desired: DesiredState, observed: Observed, layout: Layout) -> list[Chan
     return sorted(changes, key=_order)
 
 
-def _order(change: Change) -> tuple[int, int, int, str, str]:
-    dn = str(change.details.get("dn") or "")
+def dn_of(details: LdapDetails) -> str:
+    """The DN a change is about; "" for a remark, which names none."""
+    return "" if isinstance(details, Remark) else details.dn
+
+
+def _order(change: LdapChange) -> tuple[int, int, int, str, str]:
+    dn = dn_of(change.details)
     depth = -dn.count(",") if change.action == DELETE else 0  # children before their parents
     return (
         _ACTION_ORDER[change.action],
@@ -103,7 +121,7 @@ def _order(change: Change) -> tuple[int, int, int, str, str]:
 # --- values as details show them ----------------------------------------------------------------
 
 
-def shown(values: Iterable[str]) -> str | list[str] | None:
+def shown(values: Iterable[str]) -> Shown:
     """None for no value, the value itself for one, a sorted list for several."""
     ordered = sorted(values)
     if not ordered:
@@ -111,53 +129,50 @@ def shown(values: Iterable[str]) -> str | list[str] | None:
     return ordered[0] if len(ordered) == 1 else ordered
 
 
-def values_of(shown_value: object) -> list[str]:
+def values_of(shown_value: Shown) -> list[str]:
     """The inverse of `shown`: the list of values a details entry stands for."""
     if shown_value is None:
         return []
     if isinstance(shown_value, str):
         return [shown_value]
-    if isinstance(shown_value, list | tuple):
-        return [str(v) for v in shown_value]
-    raise TypeError(f"not an attribute value: {shown_value!r}")
+    return list(shown_value)
 
 
 # --- creates and updates -------------------------------------------------------------------------
 
 
-def _create_ou(container: str) -> Change:
+def _create_ou(container: str) -> LdapChange:
     ((attribute, value),) = dnlib.first_rdn(container)
-    details: dict[str, Any] = {"dn": container, "objectClass": {"old": None, "new": list(OU_CLASSES)}}
-    details[attribute] = {"old": None, "new": value}
-    return Change(TARGET, CREATE, OU, container, details)
-
-
-def _create(entry: Wanted, layout: Layout, frozen_members: frozenset[str]) -> Change:
-    details: dict[str, Any] = {
-        "dn": entry.dn,
-        "objectClass": {"old": None, "new": list(entry.object_classes)},
+    attributes = {
+        "objectClass": AttributeChange(None, list(OU_CLASSES)),
+        attribute: AttributeChange(None, value),
     }
+    return Change(TARGET, CREATE, OU, container, EntryWrite(container, attributes))
+
+
+def _create(entry: Wanted, layout: Layout, frozen_members: frozenset[str]) -> LdapChange:
+    attributes = {"objectClass": AttributeChange(None, list(entry.object_classes))}
     for attribute, values in entry.attributes.items():
         if values:
-            details[attribute] = {"old": None, "new": shown(values)}
+            attributes[attribute] = AttributeChange(None, shown(values))
     if entry.members is not None:
         members = _target_members(entry.members, (), layout, frozen_members)
         if members:
-            details[layout.member_attribute] = {"old": None, "new": sorted(members.values())}
-    return Change(TARGET, CREATE, entry.kind, entry.name, details, entry.subject)
+            attributes[layout.member_attribute] = AttributeChange(None, sorted(members.values()))
+    return Change(TARGET, CREATE, entry.kind, entry.name, EntryWrite(entry.dn, attributes), entry.subject)
 
 
-def _attribute_diff(entry: Wanted, have: ObservedEntry) -> dict[str, Any]:
-    diff: dict[str, Any] = {}
+def _attribute_diff(entry: Wanted, have: ObservedEntry) -> dict[str, AttributeChange]:
+    diff: dict[str, AttributeChange] = {}
     present = have.get("objectClass")
     lower = {c.lower() for c in present}
     missing = [c for c in entry.object_classes if c.lower() not in lower]
     if missing:
-        diff["objectClass"] = {"old": sorted(present), "new": sorted(present) + missing}
+        diff["objectClass"] = AttributeChange(sorted(present), sorted(present) + missing)
     for attribute, want in entry.attributes.items():
         got = have.get(attribute)
         if got != want and set(got) != set(want):  # values are a set; the order is the server's
-            diff[attribute] = {"old": shown(got), "new": shown(want)}
+            diff[attribute] = AttributeChange(shown(got), shown(want))
     return diff
 
 
@@ -190,19 +205,19 @@ def _target_members(
 
 def _membership_diff(
     entry: Wanted, have: ObservedEntry, layout: Layout, frozen: frozenset[str]
-) -> list[Change]:
+) -> list[LdapChange]:
     attribute = layout.member_attribute
     present = {_member_key(v, layout): v for v in have.get(attribute)}
     target = _target_members(entry.members or (), present.values(), layout, frozen)
-    changes = []
+    changes: list[LdapChange] = []
     for key in sorted(target.keys() - present.keys()):
-        details = {"dn": have.dn, attribute: {"old": None, "new": target[key]}}
+        add = MemberAdd(have.dn, attribute, target[key])
         subject = layout.username_of_member(target[key]) if target[key] != layout.placeholder else None
-        changes.append(Change(TARGET, ADD_MEMBERS, entry.kind, entry.name, details, subject))
+        changes.append(Change(TARGET, ADD_MEMBERS, entry.kind, entry.name, add, subject))
     for key in sorted(present.keys() - target.keys()):
-        details = {"dn": have.dn, attribute: {"old": present[key], "new": None}}
+        remove = MemberRemove(have.dn, attribute, present[key])
         subject = layout.username_of_member(present[key]) if present[key] != layout.placeholder else None
-        changes.append(Change(TARGET, REMOVE_MEMBERS, entry.kind, entry.name, details, subject))
+        changes.append(Change(TARGET, REMOVE_MEMBERS, entry.kind, entry.name, remove, subject))
     return changes
 
 
@@ -284,9 +299,9 @@ def _kind_of(entry: ObservedEntry) -> str:
     return ENTRY
 
 
-def _remove(have: ObservedEntry, retired: Retired | None, layout: Layout) -> Change:
+def _remove(have: ObservedEntry, retired: Retired | None, layout: Layout) -> LdapChange:
     if retired is not None:
-        details = {"dn": have.dn, "reason": retired.reason}
+        details = Unwanted(have.dn, retired.reason)
         return Change(TARGET, DELETE, retired.kind, retired.name, details, retired.subject)
     kind = _kind_of(have)
     try:
@@ -297,5 +312,5 @@ def _remove(have: ObservedEntry, retired: Retired | None, layout: Layout) -> Cha
     subject = uids[0] if kind == USER and uids else None
     if layout.unknown_entries == "report":
         reason = "not in SUP's store; left in place because ldap.unknown_entries is report"
-        return Change(TARGET, REPORT, kind, name, {"dn": have.dn, "reason": reason}, subject)
-    return Change(TARGET, DELETE, kind, name, {"dn": have.dn, "reason": "not in SUP's store"}, subject)
+        return Change(TARGET, REPORT, kind, name, Unwanted(have.dn, reason), subject)
+    return Change(TARGET, DELETE, kind, name, Unwanted(have.dn, "not in SUP's store"), subject)

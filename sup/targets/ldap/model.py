@@ -1,11 +1,14 @@
-"""The values the LDAP target's parts pass around: wanted entries, refusals, observed entries."""
+"""The values the LDAP target's parts pass around: wanted entries, refusals, observed entries, and
+the details of the changes a plan holds."""
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
+from sup.targets.base import Change
 from sup.targets.ldap import dn as dnlib
 
 
@@ -76,3 +79,89 @@ class Observed:
     containers: frozenset[str]
     entries: Mapping[str, ObservedEntry]
     foreign: tuple[ObservedEntry, ...]
+
+
+# --- change details: what a plan says and apply.py performs ----------------------------------------
+
+# An attribute's values as details show them: None (absent), a string (one value) or a sorted list.
+Shown = str | list[str] | None
+
+
+@dataclass(frozen=True)
+class AttributeChange:
+    old: Shown
+    new: Shown
+
+    def as_json(self) -> dict[str, Any]:
+        return {"old": self.old, "new": self.new}
+
+
+@dataclass(frozen=True)
+class EntryWrite:
+    """A `create` (old values None) or an `update` of the attributes SUP owns, in the order shown."""
+
+    dn: str
+    attributes: Mapping[str, AttributeChange]
+
+    def as_json(self) -> dict[str, Any]:
+        return {"dn": self.dn, **{name: change.as_json() for name, change in self.attributes.items()}}
+
+
+@dataclass(frozen=True)
+class MemberAdd:
+    """`add_members`: one value of the group's membership attribute."""
+
+    dn: str
+    attribute: str
+    value: str
+
+    def as_json(self) -> dict[str, Any]:
+        return {"dn": self.dn, self.attribute: {"old": None, "new": self.value}}
+
+
+@dataclass(frozen=True)
+class MemberRemove:
+    """`remove_members`: one value of the group's membership attribute."""
+
+    dn: str
+    attribute: str
+    value: str
+
+    def as_json(self) -> dict[str, Any]:
+        return {"dn": self.dn, self.attribute: {"old": self.value, "new": None}}
+
+
+@dataclass(frozen=True)
+class Unwanted:
+    """An entry below SUP's OUs to `delete` (or only `report`, by settings), and why."""
+
+    dn: str
+    reason: str
+
+    def as_json(self) -> dict[str, Any]:
+        return {"dn": self.dn, "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class NotWritten:
+    """A `report` of an entry SUP will not write: a failure for its subject."""
+
+    dn: str
+    error: str
+
+    def as_json(self) -> dict[str, Any]:
+        return {"dn": self.dn, "error": self.error}
+
+
+@dataclass(frozen=True)
+class Remark:
+    """A `report` that names no entry and fails nobody (e.g. an admin group SUP does not provision)."""
+
+    reason: str
+
+    def as_json(self) -> dict[str, Any]:
+        return {"reason": self.reason}
+
+
+LdapDetails = EntryWrite | MemberAdd | MemberRemove | Unwanted | NotWritten | Remark
+LdapChange = Change[LdapDetails]

@@ -6,12 +6,12 @@ from collections.abc import Sequence
 from typing import ClassVar
 
 from sup.domain.desired import DesiredState
-from sup.targets.base import ApplyReport, Change, Scope
+from sup.targets.base import ApplyReport, Scope
 from sup.targets.ldap.apply import apply_changes
 from sup.targets.ldap.connection import LdapConnection
 from sup.targets.ldap.diff import plan
 from sup.targets.ldap.layout import Layout
-from sup.targets.ldap.model import Observed
+from sup.targets.ldap.model import LdapChange, Observed
 from sup.targets.ldap.observe import observe
 from sup.targets.ldap.settings import LdapSettings
 from sup.targets.spec import TargetContext
@@ -34,10 +34,10 @@ class LdapTarget:
     def observe(self, scope: Scope | None = None) -> Observed:
         return observe(self.connection, self.layout)
 
-    def diff(self, desired: DesiredState, observed: Observed, scope: Scope | None = None) -> list[Change]:
+    def diff(self, desired: DesiredState, observed: Observed, scope: Scope | None = None) -> list[LdapChange]:
         return plan(desired, observed, self.layout)
 
-    def apply(self, changes: Sequence[Change]) -> ApplyReport:
+    def apply(self, changes: Sequence[LdapChange]) -> ApplyReport:
         return apply_changes(self.connection, self.layout, changes, self.settings.pipeline_depth)
 
     def close(self) -> None:

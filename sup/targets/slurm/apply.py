@@ -18,7 +18,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from sup.targets.base import (
     ADD_MEMBERS,
@@ -26,12 +25,30 @@ from sup.targets.base import (
     DELETE,
     REMOVE_MEMBERS,
     REPORT,
+    AnyDetails,
     ApplyReport,
-    Change,
     Failure,
 )
 from sup.targets.slurm.diff import ACCOUNT, ASSOCIATION, COORDINATOR, USER
-from sup.targets.slurm.model import BY_KEY, Observed, parse_tres, same, tres_text
+from sup.targets.slurm.model import (
+    BY_KEY,
+    AccountCreate,
+    AccountDelete,
+    AccountLimits,
+    AccountMove,
+    AccountTexts,
+    AdminLevel,
+    AssociationChange,
+    Coordinator,
+    DefaultAccount,
+    Limits,
+    Observed,
+    Remark,
+    SlurmChange,
+    parse_tres,
+    same,
+    tres_text,
+)
 from sup.targets.slurm.sacctmgr import Outcome, Result, Sacctmgr
 
 log = logging.getLogger(__name__)
@@ -77,21 +94,17 @@ class Operation:
     """One command template and the changes it carries, each with the name it adds to the list."""
 
     template: Template
-    items: list[tuple[str, Change]] = field(default_factory=list)
+    items: list[tuple[str, SlurmChange]] = field(default_factory=list)
 
 
-def _partition(details: Any) -> str:
-    return str(details.get("partition", ""))
-
-
-def set_options(details: Any) -> tuple[str, ...]:
-    """The `set` part of a modify, from an update's {attribute: {old, new}} and `inherit` list."""
-    inherit = set(details.get("inherit", ()))
+def set_options(limits: Limits) -> tuple[str, ...]:
+    """The `set` part of a modify: each changed attribute's new value, or a reset to inherit."""
+    inherit = set(limits.inherit)
     options = []
     for key, attr in BY_KEY.items():
-        if key not in details:
+        if key not in limits.changed:
             continue
-        old, new = details[key]["old"], details[key]["new"]
+        old, new = limits.changed[key].old, limits.changed[key].new
         if attr.kind == "tres":
             keep = {} if key in inherit else parse_tres(new or "")
             cleared = [f"{name}=-1" for name in sorted(parse_tres(old or "")) if name not in keep]
@@ -105,94 +118,108 @@ def set_options(details: Any) -> tuple[str, ...]:
     return tuple(options)
 
 
-def create_options(details: Any) -> tuple[str, ...]:
+def create_options(account: AccountCreate) -> tuple[str, ...]:
     """Attributes of a new account. Its texts are set apart (`text_options`): an `add account` call
     costs the same for 1 or 50 names, and only the texts differ from account to account."""
-    return tuple(f"{attr.option}={details[key]}" for key, attr in BY_KEY.items() if details.get(key))
+    own = account.own
+    return tuple(f"{attr.option}={own[key]}" for key, attr in BY_KEY.items() if own.get(key))
 
 
-def text_options(details: Any, *, update: bool) -> tuple[str, ...]:
-    """Description=/Organization= from a create's values or an update's {old, new}."""
-    options = []
-    for key in ("description", "organization"):
-        if key in details:
-            value = details[key]["new"] if update else details[key]
-            options.append(f"{key.capitalize()}={value}")
-    return tuple(options)
+def _texts(details: AccountCreate | AccountTexts) -> dict[str, str | None]:
+    """Description and organization to set: a create's values or an update's new ones."""
+    if isinstance(details, AccountCreate):
+        values = {"description": details.description, "organization": details.organization}
+        return {key: value for key, value in values.items() if value is not None}
+    changes = {"description": details.description, "organization": details.organization}
+    return {key: change.new for key, change in changes.items() if change is not None}
 
 
-def _account_templates(change: Change) -> list[tuple[Template, str]]:
+def text_options(details: AccountCreate | AccountTexts) -> tuple[str, ...]:
+    """Description=/Organization= from a create's values or an update's new values."""
+    return tuple(f"{key.capitalize()}={value}" for key, value in _texts(details).items())
+
+
+def _account_templates(change: SlurmChange) -> list[tuple[Template, str]]:
     d = change.details
     where = ("modify", "account", "where")
     after: tuple[str, ...]
-    if change.action == CREATE:
-        after = (f"Cluster={d['cluster']}", f"Parent={d['parent']}", *create_options(d))
+    if isinstance(d, AccountCreate):
+        after = (f"Cluster={d.cluster}", f"Parent={d.parent}", *create_options(d))
         found = [(Template("add_account", ("add", "account"), "{}", after), change.name)]
-        texts = text_options(d, update=False)
+        texts = text_options(d)
         if texts:
             found.append((Template("modify_account_text", where, "Name={}", ("set", *texts)), change.name))
         return found
-    if change.action == DELETE:
+    if isinstance(d, AccountDelete):
         # One template per depth: children go before their parents.
-        kind = f"delete_account:{int(d['depth']):04d}"
-        after = (f"Cluster={d['cluster']}",)
+        kind = f"delete_account:{d.depth:04d}"
+        after = (f"Cluster={d.cluster}",)
         return [(Template(kind, ("delete", "account", "where"), "Name={}", after), change.name)]
-    if "parent" in d:
-        after = (f"Cluster={d['cluster']}", "set", f"Parent={d['parent']['new']}")
+    if isinstance(d, AccountMove):
+        after = (f"Cluster={d.cluster}", "set", f"Parent={d.parent.new}")
         return [(Template("move_account", where, "Name={}", after), change.name)]
-    if "cluster" not in d:
-        after = ("set", *text_options(d, update=True))
+    if isinstance(d, AccountTexts):
+        after = ("set", *text_options(d))
         return [(Template("modify_account_text", where, "Name={}", after), change.name)]
-    after = (f"Cluster={d['cluster']}", "set", *set_options(d))
-    return [(Template("modify_account", where, "Name={}", after), change.name)]
+    if isinstance(d, AccountLimits):
+        after = (f"Cluster={d.cluster}", "set", *set_options(d.limits))
+        return [(Template("modify_account", where, "Name={}", after), change.name)]
+    raise _cannot_apply(change)
 
 
-def _association_template(change: Change) -> tuple[Template, str]:
-    d = change.details
-    cluster, account, user, part = d["cluster"], d["account"], d["user"], _partition(d)
+def _association_template(change: SlurmChange, d: AssociationChange) -> tuple[Template, str]:
+    cluster, account, user, part = d.cluster, d.account, d.user, d.partition
     if change.action == CREATE:
-        default = bool(d.get("default_account"))
         after: tuple[str, ...] = (f"Account={account}", f"Cluster={cluster}")
         after += (f"Partition={part}",) if part else ()
-        after += (f"Fairshare={d['fairshare']}",) if "fairshare" in d else ()
-        after += (f"DefaultAccount={account}",) if default else ()
-        kind = "add_user_default" if default else "add_user"
+        after += (f"Fairshare={d.fairshare}",) if d.fairshare is not None else ()
+        after += (f"DefaultAccount={account}",) if d.default_account else ()
+        kind = "add_user_default" if d.default_account else "add_user"
         return Template(kind, ("add", "user"), "{}", after), user
     # "Partition=" (empty) selects the association without a partition, not all of them.
     where: tuple[str, ...] = (f"Account={account}", f"Cluster={cluster}", f"Partition={part}")
     if change.action == DELETE:
-        kind = "delete_default_association" if d.get("default_account") else "delete_association"
+        kind = "delete_default_association" if d.default_account else "delete_association"
         return Template(kind, ("delete", "user", "where"), "Name={}", where), user
-    after = (*where, "set", *set_options(d))
+    if d.limits is None:
+        raise _cannot_apply(change)
+    after = (*where, "set", *set_options(d.limits))
     return Template("modify_association", ("modify", "user", "where"), "Name={}", after), user
 
 
-def _templates(change: Change) -> list[tuple[Template, str]]:
+def _templates(change: SlurmChange) -> list[tuple[Template, str]]:
     """The commands that carry this change, each with the name it contributes (none for a report)."""
     if change.action == REPORT:
         return []
     if change.kind == ACCOUNT:
         return _account_templates(change)
-    found = _template(change)
-    return [found] if found is not None else []
+    return [_template(change)]
 
 
-def _template(change: Change) -> tuple[Template, str] | None:
+def _template(change: SlurmChange) -> tuple[Template, str]:
     d = change.details
-    if change.kind == ASSOCIATION:
-        return _association_template(change)
+    if change.kind == ASSOCIATION and isinstance(d, AssociationChange):
+        return _association_template(change, d)
     after: tuple[str, ...]
-    if change.kind == USER and "default_account" in d:
-        after = (f"Cluster={d['cluster']}", "set", f"DefaultAccount={d['default_account']['new']}")
+    if change.kind == USER and isinstance(d, DefaultAccount):
+        after = (f"Cluster={d.cluster}", "set", f"DefaultAccount={d.default_account.new}")
         return Template("default_account", ("modify", "user", "where"), "Name={}", after), change.name
-    if change.kind == USER and "admin_level" in d:
-        after = ("set", f"AdminLevel={d['admin_level']['new']}")
+    if change.kind == USER and isinstance(d, AdminLevel):
+        after = ("set", f"AdminLevel={d.admin_level.new}")
         return Template("admin_level", ("modify", "user", "where"), "Name={}", after), change.name
-    if change.kind == COORDINATOR and change.action in (ADD_MEMBERS, REMOVE_MEMBERS):
+    if (
+        change.kind == COORDINATOR
+        and change.action in (ADD_MEMBERS, REMOVE_MEMBERS)
+        and isinstance(d, Coordinator)
+    ):
         verb = "add" if change.action == ADD_MEMBERS else "delete"
         kind = f"{verb}_coordinator"
-        return Template(kind, (verb, "coordinator", f"Account={d['account']}"), "Names={}"), d["user"]
-    raise ValueError(f"the slurm target cannot apply {change.action} {change.kind} {change.name}")
+        return Template(kind, (verb, "coordinator", f"Account={d.account}"), "Names={}"), d.user
+    raise _cannot_apply(change)
+
+
+def _cannot_apply(change: SlurmChange) -> ValueError:
+    return ValueError(f"the slurm target cannot apply {change.action} {change.kind} {change.name}")
 
 
 def _rank(kind: str) -> tuple[int, int, int]:
@@ -205,7 +232,7 @@ def _rank(kind: str) -> tuple[int, int, int]:
     raise ValueError(kind)
 
 
-def operations(changes: Sequence[Change]) -> list[list[Operation]]:
+def operations(changes: Sequence[SlurmChange]) -> list[list[Operation]]:
     """Group changes by command template, per phase, keeping the order of the changes within a kind
     (the diff lists parents first)."""
     by_template: dict[Template, Operation] = {}
@@ -227,9 +254,9 @@ def _steps(phase: list[Operation]) -> list[list[Operation]]:
     return steps
 
 
-def chunks(items: Sequence[tuple[str, Change]], size: int) -> Iterator[list[tuple[str, Change]]]:
+def chunks(items: Sequence[tuple[str, SlurmChange]], size: int) -> Iterator[list[tuple[str, SlurmChange]]]:
     """Runs of at most `size` distinct names and MAX_ARG_CHARS characters."""
-    current: list[tuple[str, Change]] = []
+    current: list[tuple[str, SlurmChange]] = []
     names: set[str] = set()
     length = 0
     for name, change in items:
@@ -244,78 +271,70 @@ def chunks(items: Sequence[tuple[str, Change]], size: int) -> Iterator[list[tupl
         yield current
 
 
-def joined(items: Sequence[tuple[str, Change]]) -> str:
+def joined(items: Sequence[tuple[str, SlurmChange]]) -> str:
     return ",".join(dict.fromkeys(name for name, _ in items))
 
 
 # --- verification ------------------------------------------------------------------------------------
 
 
-def satisfied(change: Change, observed: Observed) -> bool:
+def satisfied(change: SlurmChange, observed: Observed) -> bool:
     """Does the (re-read) state show this change as done?"""
     d = change.details
-    if change.kind == ACCOUNT:
-        if "cluster" not in d:
-            info = observed.accounts.get(change.name)
-            return info is not None and all(
-                getattr(info, k).casefold() == str(d[k]["new"]).casefold()
-                for k in ("description", "organization")
-                if k in d
-            )
-        state = observed.clusters[d["cluster"]]
-        row = state.accounts.get(change.name)
-        if change.action == DELETE:
-            return row is None
+    if isinstance(d, AccountTexts | AccountCreate):
+        info = observed.accounts.get(change.name)
+        texts_ok = info is not None and all(
+            getattr(info, k).casefold() == str(v).casefold() for k, v in _texts(d).items()
+        )
+        if isinstance(d, AccountTexts):
+            return texts_ok
+        row = observed.clusters[d.cluster].accounts.get(change.name)
+        return row is not None and row.parent == d.parent and (texts_ok or not _texts(d))
+    if isinstance(d, AccountDelete):
+        return observed.clusters[d.cluster].accounts.get(change.name) is None
+    if isinstance(d, AccountMove | AccountLimits):
+        row = observed.clusters[d.cluster].accounts.get(change.name)
         if row is None:
             return False
-        if change.action == CREATE:
-            info = observed.accounts.get(change.name)
-            texts_ok = all(
-                info is not None and getattr(info, k).casefold() == str(d[k]).casefold()
-                for k in ("description", "organization")
-                if k in d
-            )
-            return bool(row.parent == d["parent"]) and texts_ok
-        if "parent" in d:
-            return bool(row.parent == d["parent"]["new"])
+        if isinstance(d, AccountMove):
+            return row.parent == d.parent.new
         return all(
-            same(attr.kind, row.values.get(key, ""), d[key]["new"])
+            same(attr.kind, row.values.get(key, ""), d.limits.changed[key].new)
             for key, attr in BY_KEY.items()
-            if key in d
+            if key in d.limits.changed
         )
-    if change.kind == ASSOCIATION:
-        state = observed.clusters[d["cluster"]]
-        key = (d["account"], d["user"], _partition(d))
-        row = state.users.get(key)
-        if change.action == CREATE:
-            return row is not None
-        if change.action == DELETE:
-            return row is None
-        account_row = state.accounts.get(d["account"])
-        if row is None or account_row is None:
-            return False
-        inherit = set(d.get("inherit", ()))
-        for name, attr in BY_KEY.items():
-            if name not in d:
-                continue
-            want = account_row.values.get(name, "") if attr.inherited and name in inherit else d[name]["new"]
-            if not same(attr.kind, row.values.get(name, ""), want):
-                return False
-        return True
-    if change.kind == USER:
-        if "default_account" in d:
-            return bool(
-                observed.clusters[d["cluster"]].defaults.get(change.name) == d["default_account"]["new"]
-            )
-        return (
-            str(observed.admin_levels.get(change.name, "None")).casefold()
-            == str(d["admin_level"]["new"]).casefold()
-        )
-    if change.kind == COORDINATOR:
-        info = observed.accounts.get(d["account"])
-        present = info is not None and d["user"] in info.coordinators
+    if isinstance(d, AssociationChange):
+        return _association_satisfied(change, d, observed)
+    if isinstance(d, DefaultAccount):
+        return observed.clusters[d.cluster].defaults.get(change.name) == d.default_account.new
+    if isinstance(d, AdminLevel):
+        return observed.admin_levels.get(change.name, "None").casefold() == str(d.admin_level.new).casefold()
+    if isinstance(d, Coordinator):
+        info = observed.accounts.get(d.account)
+        present = info is not None and d.user in info.coordinators
         return present if change.action == ADD_MEMBERS else not present
     return change.action == REPORT
+
+
+def _association_satisfied(change: SlurmChange, d: AssociationChange, observed: Observed) -> bool:
+    state = observed.clusters[d.cluster]
+    row = state.users.get((d.account, d.user, d.partition))
+    if change.action == CREATE:
+        return row is not None
+    if change.action == DELETE:
+        return row is None
+    account_row = state.accounts.get(d.account)
+    if row is None or account_row is None or d.limits is None:
+        return False
+    inherit = set(d.limits.inherit)
+    for name, attr in BY_KEY.items():
+        if name not in d.limits.changed:
+            continue
+        new = d.limits.changed[name].new
+        want = account_row.values.get(name, "") if attr.inherited and name in inherit else new
+        if not same(attr.kind, row.values.get(name, ""), want):
+            return False
+    return True
 
 
 # --- running -----------------------------------------------------------------------------------------
@@ -324,7 +343,7 @@ def satisfied(change: Change, observed: Observed) -> bool:
 @dataclass
 class _Batch:
     operation: Operation
-    items: list[tuple[str, Change]]
+    items: list[tuple[str, SlurmChange]]
     message: str | None = None  # what sacctmgr said when this batch did not plainly succeed
 
 
@@ -340,7 +359,7 @@ class Applier:
         self._failed: dict[int, Failure] = {}
         self._done: set[int] = set()
 
-    def run(self, changes: Sequence[Change]) -> ApplyReport:
+    def run(self, changes: Sequence[SlurmChange]) -> ApplyReport:
         for phase in operations(changes):
             for step in _steps(phase):
                 guarded = step[0].template.kind in GUARDED
@@ -358,14 +377,14 @@ class Applier:
                 report.applied.append(change)
         return report
 
-    def _cleared(self, items: list[tuple[str, Change]]) -> list[tuple[str, Change]]:
+    def _cleared(self, items: list[tuple[str, SlurmChange]]) -> list[tuple[str, SlurmChange]]:
         """The items whose user has no failed change on the same cluster; the others fail here."""
-        failed: dict[tuple[str | None, Any], Failure] = {}
+        failed: dict[tuple[str | None, str | None], Failure] = {}
         for failure in self._failed.values():
-            failed.setdefault((failure.change.subject, failure.change.details.get("cluster")), failure)
+            failed.setdefault((failure.change.subject, _cluster_of(failure.change.details)), failure)
         cleared = []
         for name, change in items:
-            cause = failed.get((change.subject, change.details.get("cluster")))
+            cause = failed.get((change.subject, _cluster_of(change.details)))
             if cause is None:
                 cleared.append((name, change))
                 continue
@@ -386,7 +405,7 @@ class Applier:
             log.info("sacctmgr %s: %s", batch.operation.template.kind, result.message)
         return False
 
-    def _fail(self, change: Change, message: str | None) -> None:
+    def _fail(self, change: SlurmChange, message: str | None) -> None:
         error = message or "sacctmgr reported success, yet slurmdbd does not show it"
         if message and message.lower().startswith(("nothing", "request didn't")):
             error = f"sacctmgr changed nothing and slurmdbd still differs ({message})"
@@ -419,3 +438,13 @@ class Applier:
                     continue
                 for _, change in missing:
                     self._fail(change, batch.message)
+
+
+def _cluster_of(details: AnyDetails) -> str | None:
+    """The cluster a change is about; None for the global ones (texts, admin levels, coordinators)."""
+    per_cluster = (
+        AccountCreate | AccountMove | AccountLimits | AccountDelete | AssociationChange | DefaultAccount
+    )
+    if isinstance(details, per_cluster | Remark):
+        return details.cluster
+    return None

@@ -1,6 +1,7 @@
 """Desired vs observed Slurm accounting -> the ordered list of Changes (pure: no I/O).
 
-Kinds and what each Change's `details` hold (all JSON-ready; `apply` needs nothing else):
+Kinds and what each Change's `details` (model.py) hold, as `sup plan --json` shows them (`apply` needs
+nothing else):
 - account: create {cluster, parent, description?, organization?, <attributes>};
   update {cluster, parent?: {old, new}, <attribute>: {old, new}, inherit?: [attributes reset to
   inherit from the parent]} or, for the global texts, {description?/organization?: {old, new}};
@@ -25,11 +26,29 @@ coordinators), then removals (coordinators, associations, accounts: children fir
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from sup.targets.base import ADD_MEMBERS, CREATE, DELETE, REMOVE_MEMBERS, REPORT, UPDATE, Change
 from sup.targets.slurm.desired import SlurmDesired
-from sup.targets.slurm.model import ATTRIBUTES, DEFAULT_FAIRSHARE, ClusterState, Observed, same
+from sup.targets.slurm.model import (
+    ATTRIBUTES,
+    DEFAULT_FAIRSHARE,
+    AccountCreate,
+    AccountDelete,
+    AccountLimits,
+    AccountMove,
+    AccountTexts,
+    AdminLevel,
+    AssociationChange,
+    ClusterState,
+    Coordinator,
+    DefaultAccount,
+    Limits,
+    Observed,
+    OldNew,
+    Remark,
+    SlurmChange,
+    same,
+)
 
 TARGET = "slurm"
 ACCOUNT = "account"
@@ -42,26 +61,22 @@ def association_name(account: str, user: str, partition: str) -> str:
     return f"{account}/{user}/{partition}" if partition else f"{account}/{user}"
 
 
-def _old_new(old: str | None, new: str | None) -> dict[str, str | None]:
-    return {"old": old or None, "new": new or None}
-
-
 class _Plan:
     """Changes collected by phase, concatenated in apply order at the end."""
 
     def __init__(self) -> None:
-        self.accounts: list[Change] = []
-        self.adds_default: list[Change] = []
-        self.adds: list[Change] = []
-        self.moves: list[Change] = []
-        self.modifications: list[Change] = []
-        self.coordinator_adds: list[Change] = []
-        self.coordinator_removals: list[Change] = []
-        self.removals: list[Change] = []
-        self.account_removals: list[Change] = []
-        self.reports: list[Change] = []
+        self.accounts: list[SlurmChange] = []
+        self.adds_default: list[SlurmChange] = []
+        self.adds: list[SlurmChange] = []
+        self.moves: list[SlurmChange] = []
+        self.modifications: list[SlurmChange] = []
+        self.coordinator_adds: list[SlurmChange] = []
+        self.coordinator_removals: list[SlurmChange] = []
+        self.removals: list[SlurmChange] = []
+        self.account_removals: list[SlurmChange] = []
+        self.reports: list[SlurmChange] = []
 
-    def changes(self) -> list[Change]:
+    def changes(self) -> list[SlurmChange]:
         return [
             *self.accounts,
             *self.adds_default,
@@ -71,12 +86,16 @@ class _Plan:
             *self.coordinator_adds,
             *self.coordinator_removals,
             *self.removals,
-            *sorted(self.account_removals, key=lambda c: -int(c.details["depth"])),
+            *sorted(self.account_removals, key=_deepest_first),
             *self.reports,
         ]
 
 
-def plan(desired: SlurmDesired, observed: Observed) -> list[Change]:
+def _deepest_first(change: SlurmChange) -> int:
+    return -change.details.depth if isinstance(change.details, AccountDelete) else 0
+
+
+def plan(desired: SlurmDesired, observed: Observed) -> list[SlurmChange]:
     out = _Plan()
     exists_after: set[str] = set(observed.admin_levels)
     for cluster in desired.clusters:
@@ -154,41 +173,34 @@ def _cluster(desired: SlurmDesired, observed: Observed, state: ClusterState, out
         reason = "not in SUP's store; left alone"
         if desired.prune_accounts:
             reason += " (an account below it is not SUP's to delete)"
-        out.reports.append(Change(TARGET, REPORT, ACCOUNT, name, {"cluster": cluster, "reason": reason}))
+        out.reports.append(Change(TARGET, REPORT, ACCOUNT, name, Remark(reason, cluster)))
 
     # Accounts: create or update their own association row on this cluster.
     for name, spec in desired.accounts.items():
         row = state.accounts.get(name)
         if row is None:
-            details: dict[str, Any] = {"cluster": cluster, "parent": spec.parent}
-            if spec.description is not None:
-                details["description"] = spec.description
-            if spec.organization is not None:
-                details["organization"] = spec.organization
-            details.update(spec.own)
-            out.accounts.append(Change(TARGET, CREATE, ACCOUNT, name, details))
+            create = AccountCreate(cluster, spec.parent, spec.description, spec.organization, spec.own)
+            out.accounts.append(Change(TARGET, CREATE, ACCOUNT, name, create))
             continue
         if row.parent != spec.parent:
-            move = {"cluster": cluster, "parent": _old_new(row.parent, spec.parent)}
+            move = AccountMove(cluster, OldNew.of(row.parent, spec.parent))
             out.moves.append(Change(TARGET, UPDATE, ACCOUNT, name, move))
-        changed: dict[str, Any] = {}
+        changed: dict[str, OldNew] = {}
         inherit = []
         for attr in ATTRIBUTES:
             want = expected[name][attr.key]
             have = row.values.get(attr.key, "")
             if not same(attr.kind, have, want):
-                changed[attr.key] = _old_new(have, want)
+                changed[attr.key] = OldNew.of(have, want)
                 if attr.key not in spec.own:
                     inherit.append(attr.key)
         if changed:
-            details = {"cluster": cluster, **changed}
-            if inherit:
-                details["inherit"] = inherit
-            out.modifications.append(Change(TARGET, UPDATE, ACCOUNT, name, details))
+            limits = AccountLimits(cluster, Limits(changed, tuple(inherit)))
+            out.modifications.append(Change(TARGET, UPDATE, ACCOUNT, name, limits))
 
     for name in sorted(pruned):
-        details = {"cluster": cluster, "depth": _depth(state, name)}
-        out.account_removals.append(Change(TARGET, DELETE, ACCOUNT, name, details))
+        delete = AccountDelete(cluster, _depth(state, name))
+        out.account_removals.append(Change(TARGET, DELETE, ACCOUNT, name, delete))
 
     # Associations: in SUP's accounts (and accounts being pruned) the store is authoritative.
     authoritative = set(desired.accounts) | pruned
@@ -207,17 +219,12 @@ def _cluster(desired: SlurmDesired, observed: Observed, state: ClusterState, out
     _blocks(desired, state, [key for key in unwanted if desired.offboarding(key[1])], out)
 
     for account, user, partition in adds:
-        details = {"cluster": cluster, "account": account, "user": user}
-        if partition:
-            details["partition"] = partition
-        if desired.user_fairshare is not None:
-            details["fairshare"] = desired.user_fairshare
         name = association_name(account, user, partition)
-        if user not in before and account == desired.default_account(user):
-            details["default_account"] = True  # a new user: create them with their default account
-            out.adds_default.append(Change(TARGET, CREATE, ASSOCIATION, name, details, subject=user))
-        else:
-            out.adds.append(Change(TARGET, CREATE, ASSOCIATION, name, details, subject=user))
+        # a new user: create them with their default account
+        default = user not in before and account == desired.default_account(user)
+        add = AssociationChange(cluster, account, user, partition, desired.user_fairshare, default)
+        phase = out.adds_default if default else out.adds
+        phase.append(Change(TARGET, CREATE, ASSOCIATION, name, add, subject=user))
 
     for key in sorted(wanted & present):
         _association_drift(desired, state, key, out)
@@ -233,14 +240,12 @@ def _cluster(desired: SlurmDesired, observed: Observed, state: ClusterState, out
     _default_accounts(desired, state, before, after, touched, out)
 
     for account, user, partition in deletes:
-        details = {"cluster": cluster, "account": account, "user": user}
-        if partition:
-            details["partition"] = partition
-        if state.defaults.get(user) == account:
-            # Removed last, and only once everything else of the user here went through (apply.py).
-            details["default_account"] = True
+        # The user's default account: removed last, and only once everything else of the user here
+        # went through (apply.py).
+        default = state.defaults.get(user) == account
         name = association_name(account, user, partition)
-        out.removals.append(Change(TARGET, DELETE, ASSOCIATION, name, details, subject=user))
+        remove = AssociationChange(cluster, account, user, partition, default_account=default)
+        out.removals.append(Change(TARGET, DELETE, ASSOCIATION, name, remove, subject=user))
     return set(after)
 
 
@@ -262,11 +267,8 @@ def _first_after_identity(
         else:
             kept.append(key)
     for user in sorted(waiting):
-        details = {
-            "cluster": state.name,
-            "reason": "waits for the user's POSIX identity before their first association",
-        }
-        out.reports.append(Change(TARGET, REPORT, USER, user, details, subject=user))
+        reason = "waits for the user's POSIX identity before their first association"
+        out.reports.append(Change(TARGET, REPORT, USER, user, Remark(reason, state.name), subject=user))
     return kept
 
 
@@ -283,13 +285,11 @@ def _blocks(desired: SlurmDesired, state: ClusterState, keys: list[tuple[str, st
         have = state.users[(account, user, partition)].values.get("max_submit_jobs", "")
         if same("int", have, "0"):
             continue
-        details: dict[str, Any] = {"cluster": state.name, "account": account, "user": user}
-        if partition:
-            details["partition"] = partition
-        details["max_submit_jobs"] = {"old": have or None, "new": "0"}
-        details["reason"] = "suspended: no new jobs (staged offboarding)"
+        limits = Limits({"max_submit_jobs": OldNew.of(have, "0")})
+        reason = "suspended: no new jobs (staged offboarding)"
+        block = AssociationChange(state.name, account, user, partition, limits=limits, reason=reason)
         name = association_name(account, user, partition)
-        out.modifications.append(Change(TARGET, UPDATE, ASSOCIATION, name, details, subject=user))
+        out.modifications.append(Change(TARGET, UPDATE, ASSOCIATION, name, block, subject=user))
 
 
 def _association_drift(
@@ -300,14 +300,14 @@ def _association_drift(
     account, user, partition = key
     row = state.users[key]
     account_row = state.accounts.get(account)
-    changed: dict[str, Any] = {}
+    changed: dict[str, OldNew] = {}
     inherit = []
     for attr in ATTRIBUTES:
         have = row.values.get(attr.key, "")
         if attr.key == "fairshare":
             if desired.user_fairshare is None or same(attr.kind, have, desired.user_fairshare):
                 continue
-            changed[attr.key] = _old_new(have, desired.user_fairshare)
+            changed[attr.key] = OldNew.of(have, desired.user_fairshare)
             continue
         if attr.inherited:
             # Compared with the account's row as it is now: when the account changes, Slurm passes
@@ -318,17 +318,13 @@ def _association_drift(
         else:
             want = ""
         if not same(attr.kind, have, want):
-            changed[attr.key] = _old_new(have, want)
+            changed[attr.key] = OldNew.of(have, want)
             inherit.append(attr.key)
     if changed:
-        details: dict[str, Any] = {"cluster": state.name, "account": account, "user": user}
-        if partition:
-            details["partition"] = partition
-        details.update(changed)
-        if inherit:
-            details["inherit"] = inherit
+        limits = Limits(changed, tuple(inherit))
+        update = AssociationChange(state.name, account, user, partition, limits=limits)
         name = association_name(account, user, partition)
-        out.modifications.append(Change(TARGET, UPDATE, ASSOCIATION, name, details, subject=user))
+        out.modifications.append(Change(TARGET, UPDATE, ASSOCIATION, name, update, subject=user))
 
 
 def _default_accounts(
@@ -355,14 +351,11 @@ def _default_accounts(
         if user not in before:
             continue  # created in this pass with DefaultAccount set
         if have != want:
-            details = {"cluster": state.name, "default_account": _old_new(have, want)}
+            details = DefaultAccount(state.name, OldNew.of(have, want))
             out.modifications.append(Change(TARGET, UPDATE, USER, user, details, subject=user))
         elif (user, want) in touched:
-            details = {
-                "cluster": state.name,
-                "default_account": _old_new(have, want),
-                "reason": "the partitions of the default account change",
-            }
+            reason = "the partitions of the default account change"
+            details = DefaultAccount(state.name, OldNew.of(have, want), reason)
             out.modifications.append(Change(TARGET, UPDATE, USER, user, details, subject=user))
 
 
@@ -375,13 +368,14 @@ def _texts(desired: SlurmDesired, observed: Observed, out: _Plan) -> None:
         info = observed.accounts.get(name)
         if info is None:
             continue
-        changed = {}
+        description = organization = None
         if spec.description is not None and info.description.casefold() != spec.description.casefold():
-            changed["description"] = _old_new(info.description, spec.description)
+            description = OldNew.of(info.description, spec.description)
         if spec.organization is not None and info.organization.casefold() != spec.organization.casefold():
-            changed["organization"] = _old_new(info.organization, spec.organization)
-        if changed:
-            out.modifications.append(Change(TARGET, UPDATE, ACCOUNT, name, changed))
+            organization = OldNew.of(info.organization, spec.organization)
+        if description is not None or organization is not None:
+            texts = AccountTexts(description, organization)
+            out.modifications.append(Change(TARGET, UPDATE, ACCOUNT, name, texts))
 
 
 def _admin_levels(desired: SlurmDesired, observed: Observed, exists_after: set[str], out: _Plan) -> None:
@@ -391,12 +385,12 @@ def _admin_levels(desired: SlurmDesired, observed: Observed, exists_after: set[s
         if user not in exists_after:
             if want != "None":
                 reason = f"should be {want} but has no Slurm user (no association): AdminLevel cannot be set"
-                out.reports.append(Change(TARGET, REPORT, USER, user, {"reason": reason}, subject=user))
+                out.reports.append(Change(TARGET, REPORT, USER, user, Remark(reason), subject=user))
             continue
         have = observed.admin_levels.get(user, "None")
         if have.casefold() != want.casefold():
-            details = {"admin_level": _old_new(have, want)}
-            out.modifications.append(Change(TARGET, UPDATE, USER, user, details, subject=user))
+            level = AdminLevel(OldNew.of(have, want))
+            out.modifications.append(Change(TARGET, UPDATE, USER, user, level, subject=user))
 
 
 def _coordinators(desired: SlurmDesired, observed: Observed, exists_after: set[str], out: _Plan) -> None:
@@ -412,30 +406,31 @@ def _coordinators(desired: SlurmDesired, observed: Observed, exists_after: set[s
         )
         expected[name] = spec.coordinators | inherited
         for user in sorted(spec.coordinators - have):
-            details = {"account": name, "user": user}
             change_name = f"{name}/{user}"
             if user in exists_after:
+                add = Coordinator(name, user)
                 out.coordinator_adds.append(
-                    Change(TARGET, ADD_MEMBERS, COORDINATOR, change_name, details, subject=user)
+                    Change(TARGET, ADD_MEMBERS, COORDINATOR, change_name, add, subject=user)
                 )
             else:
-                details["reason"] = "has no Slurm user (no association anywhere): cannot coordinate"
-                out.reports.append(Change(TARGET, REPORT, COORDINATOR, change_name, details, subject=user))
+                reason = "has no Slurm user (no association anywhere): cannot coordinate"
+                refused = Coordinator(name, user, reason)
+                out.reports.append(Change(TARGET, REPORT, COORDINATOR, change_name, refused, subject=user))
         for user in sorted(have - expected[name] - desired.ignore_users):
-            details = {"account": name, "user": user}
+            remove = Coordinator(name, user)
             out.coordinator_removals.append(
-                Change(TARGET, REMOVE_MEMBERS, COORDINATOR, f"{name}/{user}", details, subject=user)
+                Change(TARGET, REMOVE_MEMBERS, COORDINATOR, f"{name}/{user}", remove, subject=user)
             )
 
 
 def _reports(desired: SlurmDesired, out: _Plan) -> None:
     for name in desired.ignored_store_accounts:
         reason = "in SUP's store but listed in slurm.ignore_accounts: left alone"
-        out.reports.append(Change(TARGET, REPORT, ACCOUNT, name, {"reason": reason}))
+        out.reports.append(Change(TARGET, REPORT, ACCOUNT, name, Remark(reason)))
     for user, chosen in sorted(desired.explicit_defaults.items()):
         accounts = desired.accounts_of(user)
         if accounts and chosen not in accounts:
             reason = (
                 f"chosen default account {chosen!r} is not one of their accounts; {accounts[0]!r} is used"
             )
-            out.reports.append(Change(TARGET, REPORT, USER, user, {"reason": reason}))
+            out.reports.append(Change(TARGET, REPORT, USER, user, Remark(reason)))

@@ -13,7 +13,9 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
+
+from sup.targets.base import Change
 
 Kind = Literal["share", "qos", "name", "tres", "int", "time"]
 
@@ -178,3 +180,191 @@ class Observed:
     # Users with jobs still running (slurm.running_jobs_command); None: not known (no command, or
     # it failed), and then staged offboarding waits for its deadline.
     running: frozenset[str] | None = None
+
+
+# --- change details: what a plan says and apply.py performs ----------------------------------------
+
+
+@dataclass(frozen=True)
+class OldNew:
+    """A value before and after; None is unset."""
+
+    old: str | None
+    new: str | None
+
+    @classmethod
+    def of(cls, old: str | None, new: str | None) -> OldNew:
+        """As sacctmgr shows them: "" is unset too."""
+        return cls(old or None, new or None)
+
+    def as_json(self) -> dict[str, Any]:
+        return {"old": self.old, "new": self.new}
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Attributes to set, by key (model.ATTRIBUTES), and those to reset to inherit from the parent."""
+
+    changed: Mapping[str, OldNew]
+    inherit: tuple[str, ...] = ()
+
+    def as_json(self) -> dict[str, Any]:
+        shown: dict[str, Any] = {key: change.as_json() for key, change in self.changed.items()}
+        if self.inherit:
+            shown["inherit"] = list(self.inherit)
+        return shown
+
+
+@dataclass(frozen=True)
+class AccountCreate:
+    cluster: str
+    parent: str
+    description: str | None
+    organization: str | None
+    own: Mapping[str, str]  # attribute key -> value as sacctmgr takes it
+
+    def as_json(self) -> dict[str, Any]:
+        shown: dict[str, Any] = {"cluster": self.cluster, "parent": self.parent}
+        if self.description is not None:
+            shown["description"] = self.description
+        if self.organization is not None:
+            shown["organization"] = self.organization
+        return shown | dict(self.own)
+
+
+@dataclass(frozen=True)
+class AccountMove:
+    cluster: str
+    parent: OldNew
+
+    def as_json(self) -> dict[str, Any]:
+        return {"cluster": self.cluster, "parent": self.parent.as_json()}
+
+
+@dataclass(frozen=True)
+class AccountLimits:
+    """The attributes of an account's own association row on one cluster."""
+
+    cluster: str
+    limits: Limits
+
+    def as_json(self) -> dict[str, Any]:
+        return {"cluster": self.cluster, **self.limits.as_json()}
+
+
+@dataclass(frozen=True)
+class AccountTexts:
+    """Description and organization: global, not per cluster."""
+
+    description: OldNew | None = None
+    organization: OldNew | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        shown: dict[str, Any] = {}
+        if self.description is not None:
+            shown["description"] = self.description.as_json()
+        if self.organization is not None:
+            shown["organization"] = self.organization.as_json()
+        return shown
+
+
+@dataclass(frozen=True)
+class AccountDelete:
+    cluster: str
+    depth: int  # in the observed tree: children are deleted before their parents
+
+    def as_json(self) -> dict[str, Any]:
+        return {"cluster": self.cluster, "depth": self.depth}
+
+
+@dataclass(frozen=True)
+class AssociationChange:
+    """A user association (`partition` "" for none): `create` (with `fairshare` and `default_account`),
+    `update` (with `limits`; a `reason` for the block of staged offboarding) or `delete` (with
+    `default_account`: it is the user's default there, removed last)."""
+
+    cluster: str
+    account: str
+    user: str
+    partition: str = ""
+    fairshare: str | None = None
+    default_account: bool = False  # create: the new user's default; delete: the user's default here
+    limits: Limits | None = None
+    reason: str | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        shown: dict[str, Any] = {"cluster": self.cluster, "account": self.account, "user": self.user}
+        if self.partition:
+            shown["partition"] = self.partition
+        if self.fairshare is not None:
+            shown["fairshare"] = self.fairshare
+        if self.default_account:
+            shown["default_account"] = True
+        if self.limits is not None:
+            shown.update(self.limits.as_json())
+        if self.reason is not None:
+            shown["reason"] = self.reason
+        return shown
+
+
+@dataclass(frozen=True)
+class DefaultAccount:
+    cluster: str
+    default_account: OldNew
+    reason: str | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        shown: dict[str, Any] = {"cluster": self.cluster, "default_account": self.default_account.as_json()}
+        if self.reason is not None:
+            shown["reason"] = self.reason
+        return shown
+
+
+@dataclass(frozen=True)
+class AdminLevel:
+    admin_level: OldNew
+
+    def as_json(self) -> dict[str, Any]:
+        return {"admin_level": self.admin_level.as_json()}
+
+
+@dataclass(frozen=True)
+class Coordinator:
+    """`add_members` / `remove_members`, or a `report` (with the reason) when it cannot be added."""
+
+    account: str
+    user: str
+    reason: str | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        shown: dict[str, Any] = {"account": self.account, "user": self.user}
+        if self.reason is not None:
+            shown["reason"] = self.reason
+        return shown
+
+
+@dataclass(frozen=True)
+class Remark:
+    """A `report`: something SUP leaves alone, and why."""
+
+    reason: str
+    cluster: str | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        shown: dict[str, Any] = {} if self.cluster is None else {"cluster": self.cluster}
+        return shown | {"reason": self.reason}
+
+
+SlurmDetails = (
+    AccountCreate
+    | AccountMove
+    | AccountLimits
+    | AccountTexts
+    | AccountDelete
+    | AssociationChange
+    | DefaultAccount
+    | AdminLevel
+    | Coordinator
+    | Remark
+)
+SlurmChange = Change[SlurmDetails]

@@ -7,14 +7,14 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import ClassVar
 
 from sup.domain.desired import DesiredState
-from sup.targets.base import REPORT, ApplyReport, Change, ObserveError, Scope
+from sup.targets.base import REPORT, ApplyReport, ObserveError, Scope
 from sup.targets.slurm import parse
 from sup.targets.slurm.apply import Applier
 from sup.targets.slurm.desired import build
 from sup.targets.slurm.diff import plan
 from sup.targets.slurm.jobs import users_with_jobs
 from sup.targets.slurm.lock import slurmdbd_address, writer_lock
-from sup.targets.slurm.model import ClusterState, Observed
+from sup.targets.slurm.model import ClusterState, Observed, SlurmChange
 from sup.targets.slurm.sacctmgr import Sacctmgr
 from sup.targets.slurm.settings import SlurmSettings
 from sup.targets.spec import TargetContext
@@ -90,12 +90,14 @@ class SlurmTarget:
 
     # --- diff --------------------------------------------------------------------------------------
 
-    def diff(self, desired: DesiredState, observed: Observed, scope: Scope | None = None) -> list[Change]:
+    def diff(
+        self, desired: DesiredState, observed: Observed, scope: Scope | None = None
+    ) -> list[SlurmChange]:
         return plan(build(desired, self.config, self.context.clock()), observed)
 
     # --- apply -------------------------------------------------------------------------------------
 
-    def apply(self, changes: Sequence[Change]) -> ApplyReport:
+    def apply(self, changes: Sequence[SlurmChange]) -> ApplyReport:
         if all(change.action == REPORT for change in changes):
             return ApplyReport()
         applier = Applier(self.sacctmgr, self.config.chunk_size, self.observe)
