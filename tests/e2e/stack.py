@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 import yaml
 
+from sup.targets.kube.names import USER_LABEL
 from sup.targets.kube.names import key as object_key
 from sup.targets.ldap import LdapSettings
 from sup.targets.ldap.sssd_config import render
@@ -111,8 +112,19 @@ class Stack:
             }
 
     def kube_names(self, user: str) -> dict[str, str]:
+        """The names of the user's objects: the login objects are named by the user, the home claim
+        by the uid (found by the claim's user label; `home-?` when there is none yet)."""
         key = object_key(user)
-        return {kind: f"{prefix}-{key}" for kind, prefix in KUBE_KINDS.items()}
+        names = {kind: f"{prefix}-{key}" for kind, prefix in KUBE_KINDS.items()}
+        names["persistentvolumeclaims"] = self.home_claim(user) or "home-?"
+        return names
+
+    def home_claim(self, user: str) -> str | None:
+        with self.kubeapi.admin() as api:
+            claims = api.items(
+                collection(self.namespace, "persistentvolumeclaims"), f"{USER_LABEL}={object_key(user)}"
+            )
+        return str(claims[0]["metadata"]["name"]) if claims else None
 
     def in_kube(self, user: str) -> bool:
         objects = self.kube_objects()
