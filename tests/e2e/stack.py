@@ -114,10 +114,14 @@ class Stack:
     def kube_names(self, user: str) -> dict[str, str]:
         """The names of the user's objects: the login objects are named by the user, the home claim
         by the uid (found by the claim's user label; `home-?` when there is none yet)."""
+        return {**self.login_names(user), "persistentvolumeclaims": self.home_claim(user) or "home-?"}
+
+    def login_names(self, user: str) -> dict[str, str]:
+        """The names of the user's objects other than the home claim (named by the user)."""
         key = object_key(user)
-        names = {kind: f"{prefix}-{key}" for kind, prefix in KUBE_KINDS.items()}
-        names["persistentvolumeclaims"] = self.home_claim(user) or "home-?"
-        return names
+        return {
+            kind: f"{prefix}-{key}" for kind, prefix in KUBE_KINDS.items() if kind != "persistentvolumeclaims"
+        }
 
     def home_claim(self, user: str) -> str | None:
         with self.kubeapi.admin() as api:

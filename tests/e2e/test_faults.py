@@ -32,7 +32,8 @@ import pytest
 from ldap3 import SUBTREE
 from sqlalchemy import create_engine, text
 
-from tests.e2e.stack import KUBE_KINDS, Stack, statuses, wait_until
+from sup.targets.kube.names import home_claim
+from tests.e2e.stack import Stack, statuses, wait_until
 from tests.support.postgres import PostgresServer
 
 API = "/api/v1"
@@ -205,8 +206,11 @@ def test_sigkill_during_1000_writes_loses_nothing_acknowledged_and_doubles_nothi
     users = set(in_store)
     api_users = {u for u in users if u.startswith("a")}
 
-    # The targets, after the restart: exactly the store's users, each once.
-    expected_kube = {kind: {stack.kube_names(u)[kind] for u in users} for kind in KUBE_KINDS}
+    # The targets, after the restart: exactly the store's users, each once (homes are named by uid).
+    uids = dict(_store(stack, "SELECT username, uid_number FROM users"))
+    login = [stack.login_names(u) for u in users]
+    expected_kube = {kind: {names[kind] for names in login} for kind in login[0]}
+    expected_kube["persistentvolumeclaims"] = {home_claim(uids[u]) for u in users}
 
     def converged() -> bool:
         return (
