@@ -40,7 +40,7 @@ router = APIRouter(prefix=f"{API_PREFIX}/me", tags=["self-service"])
 SELF = "self"
 OIDC_SOURCE = "keycloak"
 """The source whose users' external_id is the `sub` of the OIDC issuer's tokens: the Keycloak pull
-(its SOURCE in sup/sources/keycloak/sync.py, which this layer may not import; a test pins them equal)."""
+(its SOURCE in sup/sources/keycloak/naming.py, which this layer may not import; a test pins them equal)."""
 
 
 @dataclass(frozen=True)
