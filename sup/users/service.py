@@ -16,8 +16,8 @@ from sqlalchemy import ColumnElement, or_, select
 from sqlalchemy.orm import Session, selectinload
 
 from sup.common.concurrency import check_version
-from sup.config import IdRange, Settings
-from sup.domain.gids import private_gid_ranges
+from sup.config import Settings
+from sup.domain.gids import private_gid_ranges, uid_ranges
 from sup.domain.posix import InvalidName, check_groupname, check_username
 from sup.domain.sshkeys import parse_ssh_public_key
 from sup.domain.usernames import derive_username
@@ -97,10 +97,6 @@ def _check_default_account(session: Session, name: str | None) -> None:
 
 def default_home(settings: Settings, username: str) -> str:
     return settings.accounts.home_template.replace("{username}", username)
-
-
-def _uid_ranges(settings: Settings) -> list[IdRange]:
-    return [settings.ids.uid_range, *settings.ids.supplied_uid_ranges]
 
 
 def _set_ssh_keys(
@@ -213,7 +209,7 @@ def create_user(
             spec.uid_number,
             owner_kind="user",
             owner_name=spec.username,
-            accepted=_uid_ranges(settings),
+            accepted=uid_ranges(settings.ids),
             field="uid_number",
         )
     else:
@@ -442,7 +438,7 @@ def _change_uid(session: Session, settings: Settings, user: User, uid: int) -> N
         uid,
         owner_kind="user",
         owner_name=user.username,
-        accepted=_uid_ranges(settings),
+        accepted=uid_ranges(settings.ids),
         field="uid_number",
     )
     ids.release(session, "uid", user.uid_number)
