@@ -18,7 +18,7 @@ from starlette.exceptions import HTTPException
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from sup.api.oidc import OidcVerifier, looks_like_jwt
+from sup.api.oidc import VERIFIED_OIDC, OidcVerifier, looks_like_jwt, verified_or_none
 from sup.api.ratelimit import RateLimiter, bearer_secret, client_key, oidc_client_key, retry_after_seconds
 from sup.config import RateLimit
 from sup.logs import request_id_var
@@ -164,7 +164,10 @@ async def _client_key(scope: Scope) -> str:
     address = str(client[0]) if client else "?"
     verifier = getattr(getattr(scope.get("app"), "state", None), "oidc", None)
     if secret is not None and isinstance(verifier, OidcVerifier) and looks_like_jwt(secret):
-        return await run_in_threadpool(oidc_client_key, verifier, secret, address)
+        identity = await run_in_threadpool(verified_or_none, verifier, secret)
+        if identity is not None:  # the auth dependency takes it from here instead of verifying again
+            scope.setdefault("state", {})[VERIFIED_OIDC] = (secret, identity)
+        return oidc_client_key(verifier.settings.issuer, identity, address)
     return client_key(secret, address)
 
 

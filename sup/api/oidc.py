@@ -57,6 +57,21 @@ class OidcIdentity:
     claims: dict[str, Any]
 
 
+# Where a request's verified OIDC identity is kept (request.state / the ASGI scope's "state"), as
+# (token, identity), once something has checked it: the write rate limit checks writes' tokens to
+# count them per person, and the auth dependency then takes the identity instead of checking again.
+VERIFIED_OIDC = "sup_verified_oidc"
+
+
+def verified_or_none(verifier: OidcVerifier, token: str) -> OidcIdentity | None:
+    """The identity `token` verifies to, or None: for who only needs to know (the rate limit); the
+    auth dependency verifies again to say why not. May read the JWKS (blocking)."""
+    try:
+        return verifier.verify(token)
+    except InvalidToken:
+        return None
+
+
 def looks_like_jwt(token: str) -> bool:
     return token.count(".") == 2 and not token.startswith("sup_")
 

@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from sup.api.oidc import InvalidToken, OidcVerifier
+from sup.api.oidc import OidcIdentity
 from sup.config import RateLimit
 from sup.domain.tokens import hash_token, may_be_token
 
@@ -98,11 +98,8 @@ def client_key(secret: str | None, address: str) -> str:
     return "address:" + address
 
 
-def oidc_client_key(verifier: OidcVerifier, secret: str, address: str) -> str:
-    """The bucket of a client that sent a JWT: the person it verifies to, else the address. It may
-    read the issuer's JWKS (blocking): call it off the event loop."""
-    try:
-        identity = verifier.verify(secret)
-    except InvalidToken:
+def oidc_client_key(issuer: str | None, identity: OidcIdentity | None, address: str) -> str:
+    """The bucket of a client that sent a JWT: the person it verified to, else the address."""
+    if identity is None:
         return "address:" + address
-    return f"oidc:{verifier.settings.issuer} {identity.subject}"
+    return f"oidc:{issuer} {identity.subject}"

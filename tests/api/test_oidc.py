@@ -98,6 +98,25 @@ def test_every_token_of_one_person_shares_their_bucket(
     assert _writes(strict_client, f"Bearer {issuer.token('kim')}") == [201]
 
 
+def test_a_write_checks_its_oidc_token_once(client: TestClient, issuer: LocalIssuer) -> None:
+    """The write rate limit verifies the token to count it per person; the auth dependency reuses
+    that identity instead of checking the signature again."""
+    verifier = client.app.state.oidc  # type: ignore[attr-defined]
+    checks: list[str] = []
+    verify = verifier.verify
+
+    def counted(token: str) -> Any:
+        checks.append(token)
+        return verify(token)
+
+    verifier.verify = counted
+    token = issuer.token("pat")
+    assert _writes(client, f"Bearer {token}") == [201]
+    assert checks == [token]
+    assert client.get("/api/v1/users", headers=bearer(token)).status_code == 200  # a read: checked once
+    assert checks == [token, token]
+
+
 def test_made_up_credentials_share_the_address_bucket(strict_client: TestClient, issuer: LocalIssuer) -> None:
     forged = LocalIssuer()  # the same issuer name, another key: the signature does not verify
     made_up = [f"Bearer {forged.token('pat')}", "Bearer not-a-token", f"Bearer {forged.token('kim')}"]
