@@ -10,8 +10,11 @@ still there that was not before (the teardown test asserts it is empty).
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import shlex
 import shutil
+import signal
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,6 +46,7 @@ STRAY_DIRS = (
     "/opt/containerd",
     "/etc/kubernetes",
     "/var/run/kubernetes",
+    "/run/netns",  # only removed when empty: other network namespaces may live there
 )
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 
@@ -88,24 +92,19 @@ def remove_chains() -> None:
     """Delete the rules that jump to KUBE-*/CNI-* chains, then those chains."""
     for command in _iptables_commands():
         for table in TABLES:
-            rules = _run([command, "-w", "-t", table, "-S"]).splitlines()
-            ours = [
-                line.split()[1]
-                for line in rules
-                if line.startswith("-N ") and line.split()[1].startswith(CHAIN_PREFIXES)
-            ]
-            for line in rules:
-                parts = line.split()
-                if len(parts) < 2 or parts[0] != "-A" or parts[1].startswith(CHAIN_PREFIXES):
-                    continue
-                if any(target in parts for target in ours):
-                    subprocess.run(
-                        [command, "-w", "-t", table, "-D", *parts[1:]], capture_output=True, check=False
-                    )
+            rules = [shlex.split(line) for line in _run([command, "-w", "-t", table, "-S"]).splitlines()]
+            ours = [rule[1] for rule in rules if rule[:1] == ["-N"] and rule[1].startswith(CHAIN_PREFIXES)]
+            for rule in rules:
+                if rule[:1] == ["-A"] and not rule[1].startswith(CHAIN_PREFIXES) and set(ours) & set(rule):
+                    _iptables(command, table, "-D", *rule[1:])
             for chain in ours:
-                subprocess.run([command, "-w", "-t", table, "-F", chain], capture_output=True, check=False)
+                _iptables(command, table, "-F", chain)
             for chain in ours:
-                subprocess.run([command, "-w", "-t", table, "-X", chain], capture_output=True, check=False)
+                _iptables(command, table, "-X", chain)
+
+
+def _iptables(command: str, table: str, *args: str) -> None:
+    subprocess.run([command, "-w", "-t", table, *args], capture_output=True, check=False)
 
 
 def ipsets() -> set[str]:
@@ -179,6 +178,26 @@ class HostSnapshot:
     cgroups: set[str] = field(default_factory=cgroups)
     stray_dirs: set[str] = field(default_factory=stray_dirs)
 
+    def save(self, path: Path) -> None:
+        """Write the snapshot down, so that a later run can put the host back after a crash."""
+        fields = {
+            name: sorted(value) if isinstance(value, set) else value for name, value in vars(self).items()
+        }
+        path.write_text(json.dumps(fields))
+
+    @classmethod
+    def load(cls, path: Path) -> HostSnapshot:
+        fields = json.loads(path.read_text())
+        return cls(
+            sysctls=dict(fields["sysctls"]),
+            chains=set(fields["chains"]),
+            ipsets=set(fields["ipsets"]),
+            links=set(fields["links"]),
+            netns=set(fields["netns"]),
+            cgroups=set(fields["cgroups"]),
+            stray_dirs=set(fields["stray_dirs"]),
+        )
+
     def leftovers(self, root: Path) -> list[str]:
         """What the cluster added and is still there (empty once `restore` did its job)."""
         now = HostSnapshot()
@@ -224,7 +243,31 @@ class HostSnapshot:
             except OSError as exc:
                 errors.append(f"sysctl {name}: {exc}")
         for path in sorted(stray_dirs() - self.stray_dirs):
-            shutil.rmtree(path, ignore_errors=True)
+            if path == "/run/netns":
+                with contextlib.suppress(OSError):
+                    os.rmdir(path)
+            else:
+                shutil.rmtree(path, ignore_errors=True)
         shutil.rmtree(root, ignore_errors=True)
         errors += self.leftovers(root)
         return errors
+
+
+def kill_processes(root: Path, snapshot: HostSnapshot) -> None:
+    """SIGKILL, by pid, the processes a cluster rooted at `root` left running: those whose command
+    line names the root (its servers and containerd's shims) and those in the kubepods cgroups that
+    did not exist before it (the containers)."""
+    pids: set[int] = set()
+    needle = str(root).encode()
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit() and int(proc.name) != os.getpid():
+            with contextlib.suppress(OSError):
+                if needle in (proc / "cmdline").read_bytes():
+                    pids.add(int(proc.name))
+    for path in cgroups() - snapshot.cgroups:
+        for procs in Path(path).rglob("cgroup.procs"):
+            with contextlib.suppress(OSError, ValueError):
+                pids.update(int(line) for line in procs.read_text().split())
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)

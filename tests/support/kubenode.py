@@ -27,7 +27,6 @@ import ipaddress
 import json
 import os
 import shutil
-import signal
 import subprocess
 import tempfile
 import time
@@ -54,6 +53,7 @@ KUBERNETES_SERVICE_IP = "10.96.0.1"
 STORAGE_CLASS = "sup-local"
 LOCK_FILE = Path(tempfile.gettempdir()) / "sup-kube-cluster.lock"
 CNI_BIN_DIR = "/usr/lib/cni"
+SNAPSHOT = "host-snapshot.json"  # in the cluster's root: what to put back after a crash
 
 
 class KubeClusterUnavailable(RuntimeError):
@@ -293,6 +293,7 @@ class KubeCluster:
         try:
             self._take_lock()
             self._snapshot = hoststate.HostSnapshot()
+            self._snapshot.save(self.root / SNAPSHOT)
             self._network()
             self._apiserver = _ClusterApiServer(self.root / "apiserver", self.node_ip)
             self._apiserver.root.mkdir()
@@ -343,8 +344,12 @@ class KubeCluster:
                     ) from None
                 time.sleep(1)
         self._lock.seek(0)
+        previous = self._lock.read().split()
+        if previous[:1] == ["root"] and len(previous) > 1 and Path(previous[1]) != self.root:
+            recover(Path(previous[1]))
+        self._lock.seek(0)
         self._lock.truncate()
-        self._lock.write(f"pid {os.getpid()}, root {self.root}\n")
+        self._lock.write(f"root {self.root} pid {os.getpid()}\n")
         self._lock.flush()
 
     def _network(self) -> None:
@@ -666,6 +671,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
         else:
             shutil.rmtree(self.root, ignore_errors=True)
         if self._lock is not None:
+            self._lock.truncate(0)  # nothing to recover
             self._lock.close()  # releases the flock
             self._lock = None
         self.timings["stop"] = time.monotonic() - begin
@@ -709,20 +715,47 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
             self._ctr("containers", "delete", container)
 
     def _kill_strays(self) -> None:
-        """containerd's shims outlive containerd: kill those that served this cluster's containerd
-        (found by pid through their command line, which names its socket)."""
-        needle = str(self.root).encode()
-        for proc in Path("/proc").iterdir():
-            if not proc.name.isdigit() or int(proc.name) == os.getpid():
-                continue
-            try:
-                cmdline = (proc / "cmdline").read_bytes()
-            except OSError:
-                continue
-            if needle in cmdline:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(int(proc.name), signal.SIGKILL)
+        """containerd's shims outlive containerd (and a container the kubelet did not stop
+        outlives both): kill what is left, by pid."""
+        if self._snapshot is not None:
+            hoststate.kill_processes(self.root, self._snapshot)
+
+
+def recover(root: Path) -> list[str]:
+    """Put the host back after a test run that died without its teardown (SIGKILL, a crash): kill
+    what its cluster (rooted at `root`) left running and undo its host changes with the snapshot it
+    saved. Runs by itself when the next cluster starts; by hand: `python -m tests.support.kubenode`."""
+    snapshot_file = root / SNAPSHOT
+    if not snapshot_file.exists():
+        return []
+    snapshot = hoststate.HostSnapshot.load(snapshot_file)
+    hoststate.kill_processes(root, snapshot)
+    time.sleep(1)  # let the kernel release their mounts and network namespaces
+    return snapshot.restore(root, BRIDGE)
 
 
 def new_name(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def _recover_from_lock() -> int:
+    """`python -m tests.support.kubenode`: clean up after a test run that died with its cluster up."""
+    with LOCK_FILE.open("a+") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print(f"a test cluster is running (lock {LOCK_FILE} held): nothing to recover")
+            return 1
+        lock.seek(0)
+        words = lock.read().split()
+        if words[:1] != ["root"] or len(words) < 2:
+            print("no test cluster to recover")
+            return 0
+        left = recover(Path(words[1]))
+        lock.truncate(0)
+        print(f"recovered {words[1]}" + (f"; still left: {left}" if left else ""))
+        return 1 if left else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(_recover_from_lock())
