@@ -50,6 +50,14 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests marked `kube_teardown` stop the session's real Kubernetes cluster to check what its
+    teardown leaves behind: they run after every other test (which may still need that cluster)."""
+    last = [item for item in items if item.get_closest_marker("kube_teardown")]
+    if last:
+        items[:] = [item for item in items if not item.get_closest_marker("kube_teardown")] + last
+
+
 @pytest.fixture(autouse=True)
 def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     """Tests build their settings explicitly; the developer's SUP_* variables must not leak in."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import ipaddress
 import os
 import shutil
 import ssl
@@ -84,7 +85,11 @@ def _pem_cert(cert: x509.Certificate) -> bytes:
     return cert.public_bytes(serialization.Encoding.PEM)
 
 
-class _Ca:
+class TestCa:
+    """One CA for the test cluster: it signs the server's and every client's certificate."""
+
+    __test__ = False  # not a pytest test class
+
     def __init__(self) -> None:
         self.key = ec.generate_private_key(ec.SECP256R1())
         self.name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "SUP test Kubernetes CA")])
@@ -115,7 +120,16 @@ class _Ca:
             .sign(self.key, hashes.SHA256())
         )
 
-    def issue(self, subject: x509.Name, *, server: bool) -> tuple[bytes, bytes]:
+    def issue(
+        self,
+        subject: x509.Name,
+        *,
+        server: bool,
+        ips: tuple[str, ...] = ("127.0.0.1",),
+        dns: tuple[str, ...] = ("localhost",),
+    ) -> tuple[bytes, bytes]:
+        """A certificate and its key: a server's (for the IP addresses and DNS names given) or a
+        client's (the subject's CN is the user, each O a group)."""
         key = ec.generate_private_key(ec.SECP256R1())
         now = datetime.datetime.now(datetime.UTC)
         builder = (
@@ -128,14 +142,11 @@ class _Ca:
             .not_valid_after(now + datetime.timedelta(days=3))
         )
         if server:
-            import ipaddress
-
-            builder = builder.add_extension(
-                x509.SubjectAlternativeName(
-                    [x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]
-                ),
-                critical=False,
-            ).add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+            names: list[x509.GeneralName] = [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ips]
+            names += [x509.DNSName(name) for name in dns]
+            builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False).add_extension(
+                x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False
+            )
         else:
             builder = builder.add_extension(
                 x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False
@@ -143,10 +154,21 @@ class _Ca:
         return _pem_cert(builder.sign(self.key, hashes.SHA256())), _pem_key(key)
 
 
+def client_subject(user: str, *groups: str) -> x509.Name:
+    """The subject of a client certificate: kube-apiserver reads CN as the user, O as groups."""
+    attributes = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, group) for group in groups]
+    return x509.Name([*attributes, x509.NameAttribute(NameOID.COMMON_NAME, user)])
+
+
 # --- the server -------------------------------------------------------------------------------------
 
 
 class KubeApiServer:
+    # the addresses in the server's certificate; a cluster with nodes adds the node's and the
+    # `kubernetes` Service's
+    server_ips: tuple[str, ...] = ("127.0.0.1",)
+    server_dns: tuple[str, ...] = ("localhost",)
+
     def __init__(self, root: Path | None = None) -> None:
         self.etcd_binary = find_etcd()
         self.apiserver_binary = find_kube_apiserver()
@@ -157,6 +179,7 @@ class KubeApiServer:
         self.url = f"https://127.0.0.1:{self.port}"
         self.processes: list[subprocess.Popen[bytes]] = []
         self._logs: list[Any] = []
+        self.ca: TestCa | None = None
 
     # files
     @property
@@ -174,20 +197,17 @@ class KubeApiServer:
         return path
 
     def _certificates(self) -> None:
-        ca = _Ca()
+        ca = self.ca = TestCa()
         self._write("ca.pem", _pem_cert(ca.cert), 0o644)
         server_cert, server_key = ca.issue(
-            x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-apiserver")]), server=True
+            x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-apiserver")]),
+            server=True,
+            ips=self.server_ips,
+            dns=self.server_dns,
         )
         self._write("server.pem", server_cert)
         self._write("server.key", server_key)
-        admin = x509.Name(
-            [
-                x509.NameAttribute(NameOID.ORGANIZATION_NAME, "system:masters"),
-                x509.NameAttribute(NameOID.COMMON_NAME, "sup-test-admin"),
-            ]
-        )
-        admin_cert, admin_key = ca.issue(admin, server=False)
+        admin_cert, admin_key = ca.issue(client_subject("sup-test-admin", "system:masters"), server=False)
         self.admin_cert = self._write("admin.pem", admin_cert)
         self.admin_key = self._write("admin.key", admin_key)
         signing = rsa.generate_private_key(public_exponent=65537, key_size=2048)
@@ -254,29 +274,30 @@ class KubeApiServer:
         self._start_apiserver(etcd_url, timeout)
         return self
 
+    def apiserver_flags(self) -> list[str]:
+        """kube-apiserver's flags besides etcd's address (a cluster with nodes adds to them)."""
+        return [
+            f"--secure-port={self.port}",
+            "--bind-address=127.0.0.1",
+            "--advertise-address=127.0.0.1",
+            f"--cert-dir={self.root / 'certs'}",
+            f"--tls-cert-file={self.root / 'server.pem'}",
+            f"--tls-private-key-file={self.root / 'server.key'}",
+            f"--client-ca-file={self.ca_file}",
+            "--service-cluster-ip-range=10.0.0.0/16",
+            "--allow-privileged=true",
+            "--authorization-mode=RBAC",
+            "--disable-admission-plugins=ServiceAccount",
+            f"--service-account-issuer={ISSUER}",
+            f"--service-account-key-file={self.root / 'sa.pub'}",
+            f"--service-account-signing-key-file={self.root / 'sa.key'}",
+            "--profiling=false",
+            "--v=0",
+        ]
+
     def _start_apiserver(self, etcd_url: str, timeout: float) -> None:
         apiserver = self._spawn(
-            "kube-apiserver",
-            [
-                self.apiserver_binary,
-                f"--etcd-servers={etcd_url}",
-                f"--secure-port={self.port}",
-                "--bind-address=127.0.0.1",
-                "--advertise-address=127.0.0.1",
-                f"--cert-dir={self.root / 'certs'}",
-                f"--tls-cert-file={self.root / 'server.pem'}",
-                f"--tls-private-key-file={self.root / 'server.key'}",
-                f"--client-ca-file={self.ca_file}",
-                "--service-cluster-ip-range=10.0.0.0/16",
-                "--allow-privileged=true",
-                "--authorization-mode=RBAC",
-                "--disable-admission-plugins=ServiceAccount",
-                f"--service-account-issuer={ISSUER}",
-                f"--service-account-key-file={self.root / 'sa.pub'}",
-                f"--service-account-signing-key-file={self.root / 'sa.key'}",
-                "--profiling=false",
-                "--v=0",
-            ],
+            "kube-apiserver", [self.apiserver_binary, f"--etcd-servers={etcd_url}", *self.apiserver_flags()]
         )
         with self.admin() as admin:
 

@@ -1,6 +1,7 @@
 """The real servers, one of each for the whole test session, shared by every test directory
 (registered as a pytest plugin by tests/conftest.py): slapd (one per directory schema), munge +
-MariaDB + slurmdbd, etcd + kube-apiserver, and Keycloak, plus the helm and chromium binaries.
+MariaDB + slurmdbd, etcd + kube-apiserver, a real single-node Kubernetes that runs pods
+(`kube_cluster`), and Keycloak, plus the helm and chromium binaries.
 
 Each starts on free loopback ports in a temp dir the first time a test asks for it. Tests isolate
 themselves inside a server (a fresh base DN, cluster or namespace), never by restarting it.
@@ -8,6 +9,7 @@ themselves inside a server (a fresh base DN, cluster or namespace), never by res
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from typing import Protocol, TypeVar
 
@@ -17,6 +19,7 @@ from tests.support.browser import BrowserUnavailable, find_chromium
 from tests.support.helm import HelmUnavailable, find_helm
 from tests.support.keycloak import KeycloakServer, KeycloakUnavailable
 from tests.support.kubeapi import KubeApiServer, KubeApiUnavailable
+from tests.support.kubenode import KubeCluster, KubeClusterUnavailable
 from tests.support.slapd import SlapdServer, SlapdUnavailable
 from tests.support.slurmdbd import SlurmdbdServer, SlurmdbdUnavailable
 
@@ -69,6 +72,23 @@ def slurmdbd() -> Iterator[SlurmdbdServer]:
 @pytest.fixture(scope="session")
 def kubeapi() -> Iterator[KubeApiServer]:
     yield from _running(lambda: KubeApiServer().start(), KubeApiUnavailable)
+
+
+@pytest.fixture(scope="session")
+def kube_cluster() -> Iterator[KubeCluster]:
+    """The real single-node cluster (pods run), once per test run: ~10 s to start, ~5 s to stop.
+    Fails rather than skips under SUP_TEST_NO_SKIP=1, with the reason."""
+    try:
+        cluster = KubeCluster().start()
+    except KubeClusterUnavailable as exc:
+        if os.environ.get("SUP_TEST_NO_SKIP") == "1":
+            pytest.fail(f"the test Kubernetes cluster cannot start: {exc}", pytrace=False)
+        pytest.skip(str(exc))
+    try:
+        yield cluster
+    finally:
+        left = cluster.stop()
+        assert not left, f"the test Kubernetes cluster left behind: {left}"
 
 
 @pytest.fixture(scope="session")

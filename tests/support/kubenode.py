@@ -1,0 +1,761 @@
+"""A real single-node Kubernetes for the tests: pods run.
+
+etcd + kube-apiserver (tests/support/kubeapi.py, with the flags a cluster with nodes needs),
+kube-controller-manager, kube-scheduler, containerd + runc, the kubelet, a CNI bridge, kube-proxy
+(iptables) and kube-router (NetworkPolicy only). The recipe and its measurements are in
+../shared/notes/real-cluster.md; the binaries and the pause image are built once by
+scripts/build-kube-node into ${SUP_CACHE_DIR:-~/.cache/sup} (scripts/setup --servers runs it).
+
+The node's address is the host's address on the pod bridge (`node_ip` == `pod_gateway`): the fixture
+makes the bridge itself before the kubelet starts, so pods reach whatever listens on the host's
+0.0.0.0 (slurmctld, PostgreSQL) at `pod_gateway`, and nothing of the cluster listens on the host's
+external interfaces except kube-apiserver (0.0.0.0, so pods reach it through the `kubernetes`
+Service). There is no cluster DNS: pods use the host's resolv.conf; address services by ClusterIP.
+
+Host-wide state (iptables chains, ipsets, sysctls, cgroups, the bridge, netns, mounts) can only
+belong to one cluster at a time: a lock file makes a second cluster on the machine wait for the first.
+`stop()` deletes the pods (so the CNI plugin releases their network), stops every process by pid in
+the order the note gives, runs kube-proxy's and kube-router's own cleanup, then removes what is left
+(tests/support/hoststate.py) and the temp dir.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import ipaddress
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Any
+
+import httpx
+import yaml
+
+from tests.support import hoststate
+from tests.support.kubeapi import Admin, ApiError, KubeApiServer, KubeApiUnavailable, client_subject
+from tests.support.localpv import LocalProvisioner, storage_class
+from tests.support.ports import free_port
+from tests.support.processes import stop_process
+
+REPO = Path(__file__).resolve().parents[2]
+BUILD_SCRIPT = REPO / "scripts" / "build-kube-node"
+NODE_NAME = "sup-test-node"
+BRIDGE = "supbr0"
+SERVICE_CIDR = "10.96.0.0/16"
+KUBERNETES_SERVICE_IP = "10.96.0.1"
+STORAGE_CLASS = "sup-local"
+LOCK_FILE = Path(tempfile.gettempdir()) / "sup-kube-cluster.lock"
+CNI_BIN_DIR = "/usr/lib/cni"
+SNAPSHOT = "host-snapshot.json"  # in the cluster's root: what to put back after a crash
+
+
+class KubeClusterUnavailable(RuntimeError):
+    pass
+
+
+def node_binaries() -> dict[str, Path]:
+    """kubelet, kube-controller-manager, kube-scheduler, kube-proxy, kubectl, kube-router and
+    pause.oci.tar, as cached by scripts/build-kube-node (which takes minutes, so fixtures do not)."""
+    result = subprocess.run(
+        [str(BUILD_SCRIPT), "--cached-only"], capture_output=True, text=True, timeout=60, check=False
+    )
+    if result.returncode != 0:
+        raise KubeClusterUnavailable(
+            "the Kubernetes node binaries are not built yet: run scripts/build-kube-node"
+            " (scripts/setup --servers and scripts/test do)"
+        )
+    paths = [Path(line) for line in result.stdout.split()]
+    return {path.name: path for path in paths}
+
+
+def _missing_host_tools() -> list[str]:
+    tools = ["containerd", "containerd-shim-runc-v2", "runc", "ctr", "iptables", "ipset", "ip"]
+    missing = [
+        tool
+        for tool in tools
+        if not any(Path(d, tool).exists() for d in ("/usr/bin", "/usr/sbin", "/bin", "/sbin"))
+    ]
+    missing += [
+        f"{CNI_BIN_DIR}/{p}"
+        for p in ("bridge", "host-local", "portmap", "loopback")
+        if not Path(CNI_BIN_DIR, p).exists()
+    ]
+    return missing
+
+
+def _free_subnet() -> ipaddress.IPv4Network:
+    """The first 10.244.N.0/24 that no route on the host covers."""
+    routes = subprocess.run(
+        ["ip", "-4", "route", "show", "table", "all"], capture_output=True, text=True, check=False
+    ).stdout
+    used = []
+    for line in routes.splitlines():
+        with contextlib.suppress(ValueError):
+            first = line.split()[0] if not line.startswith(("local", "broadcast")) else line.split()[1]
+            used.append(ipaddress.ip_network(first, strict=False))
+    for third in range(256):
+        subnet = ipaddress.IPv4Network(f"10.244.{third}.0/24")
+        if not any(subnet.overlaps(net) for net in used if net.prefixlen > 0):
+            return subnet
+    raise KubeClusterUnavailable("no free 10.244.N.0/24 for the pod network")
+
+
+class _ClusterApiServer(KubeApiServer):
+    """kube-apiserver as a cluster with a node needs it: Node authorization, ServiceAccount
+    admission, kubelet client certificates, reachable from pods at the node's address."""
+
+    def __init__(self, root: Path, node_ip: str) -> None:
+        self.node_ip = node_ip
+        self.server_ips = ("127.0.0.1", node_ip, KUBERNETES_SERVICE_IP)
+        self.server_dns = (
+            "localhost",
+            "kubernetes",
+            "kubernetes.default",
+            "kubernetes.default.svc",
+            "kubernetes.default.svc.cluster.local",
+        )
+        super().__init__(root)
+
+    def apiserver_flags(self) -> list[str]:
+        replaced = {
+            "--bind-address": "0.0.0.0",  # pods reach it through the `kubernetes` Service
+            "--advertise-address": self.node_ip,
+            "--service-cluster-ip-range": SERVICE_CIDR,
+            "--authorization-mode": "Node,RBAC",
+        }
+        flags = []
+        for flag in super().apiserver_flags():
+            name = flag.split("=", 1)[0]
+            if name == "--disable-admission-plugins":
+                continue  # the controller-manager makes the ServiceAccounts pods need
+            flags.append(f"{name}={replaced[name]}" if name in replaced else flag)
+        return [
+            *flags,
+            "--enable-admission-plugins=NodeRestriction",
+            "--kubelet-preferred-address-types=InternalIP",  # the node's name resolves nowhere
+            f"--kubelet-client-certificate={self.root / 'kubelet-client.pem'}",
+            f"--kubelet-client-key={self.root / 'kubelet-client.key'}",
+        ]
+
+    def _certificates(self) -> None:
+        super()._certificates()
+        assert self.ca is not None
+        cert, key = self.ca.issue(
+            client_subject("kube-apiserver-kubelet-client", "system:masters"), server=False
+        )
+        self._write("kubelet-client.pem", cert)
+        self._write("kubelet-client.key", key)
+
+
+class KubeCluster:
+    """One node; `start()` returns when the node is Ready, NetworkPolicy is enforced and the
+    StorageClass exists. Attributes for tests: kubeconfig (admin), node_ip, pod_gateway,
+    storage_class, api (an `Admin` client), pod_cidr, service_cidr, node_name."""
+
+    def __init__(self, *, sync_frequency: str = "10s", lock_wait: float = 600) -> None:
+        self.binaries = node_binaries()
+        missing = _missing_host_tools()
+        if missing:
+            raise KubeClusterUnavailable(
+                f"missing on this host: {', '.join(missing)} (scripts/setup --servers installs them)"
+            )
+        if os.geteuid() != 0:
+            raise KubeClusterUnavailable("a real Kubernetes node needs root")
+        # The kubelet resyncs each pod (and so its mounted ConfigMaps and Secrets) every
+        # syncFrequency (+ up to 1x jitter): 10 s instead of the default 1 min makes an updated
+        # ConfigMap (login keys, NSS maps) reach running pods within ~20 s.
+        self.sync_frequency = sync_frequency
+        self.lock_wait = lock_wait
+        self.node_name = NODE_NAME
+        self.storage_class = STORAGE_CLASS
+        self.service_cidr = SERVICE_CIDR
+        self.root = Path(tempfile.mkdtemp(prefix="sup-kubenode-"))
+        self.processes: dict[str, subprocess.Popen[bytes]] = {}
+        self._logs: list[IO[bytes]] = []
+        self._lock: IO[str] | None = None
+        self._snapshot: hoststate.HostSnapshot | None = None
+        self._apiserver: _ClusterApiServer | None = None
+        self._provisioner: LocalProvisioner | None = None
+        self._api: Admin | None = None
+        self.timings: dict[str, float] = {}
+        self.stopped = False
+        self.left_behind: list[str] = []
+
+    # --- what tests use ------------------------------------------------------------------------------
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.root / "admin.kubeconfig"
+
+    @property
+    def api(self) -> Admin:
+        assert self._api is not None, "the cluster is not started"
+        return self._api
+
+    @property
+    def apiserver(self) -> KubeApiServer:
+        """The API server (for `write_kubeconfig`, `service_account_token`, `new_namespace`)."""
+        assert self._apiserver is not None
+        return self._apiserver
+
+    def kubectl(
+        self, *args: str, check: bool = True, input: str | None = None, timeout: float = 120
+    ) -> subprocess.CompletedProcess[str]:
+        argv = [str(self.binaries["kubectl"]), "--kubeconfig", str(self.kubeconfig), *args]
+        result = subprocess.run(
+            argv, capture_output=True, text=True, input=input, timeout=timeout, check=False
+        )
+        if check and result.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} failed ({result.returncode}): {result.stderr}")
+        return result
+
+    def exec(
+        self, namespace: str, pod: str, argv: list[str], *, container: str | None = None, timeout: float = 60
+    ) -> subprocess.CompletedProcess[str]:
+        """Run argv in the pod (kubectl exec); the result's returncode is the command's."""
+        where = ["-c", container] if container else []
+        return self.kubectl("exec", "-n", namespace, pod, *where, "--", *argv, check=False, timeout=timeout)
+
+    def import_image(self, archive: Path | str) -> None:
+        """Import an OCI (or docker) archive into the node's containerd, where pods find it by the
+        name it was saved under (use imagePullPolicy: Never or IfNotPresent: nothing is pulled)."""
+        result = self._ctr("images", "import", str(archive), timeout=300)
+        if result.returncode != 0:
+            raise KubeClusterUnavailable(f"importing {archive}: {result.stderr or result.stdout}")
+
+    def new_namespace(self, prefix: str = "t", pod_security: str | None = "restricted") -> str:
+        """A fresh namespace (Pod Security enforced at that level), once its `default`
+        ServiceAccount exists (pods cannot be created before)."""
+        name = self.apiserver.new_namespace(prefix, pod_security)
+        self.wait_for(
+            lambda: self.api.get(f"/api/v1/namespaces/{name}/serviceaccounts/default") is not None,
+            f"the default ServiceAccount of {name}",
+            timeout=30,
+        )
+        return name
+
+    def wait_for(
+        self, check: Callable[[], object], what: str, timeout: float = 60, interval: float = 0.2
+    ) -> Any:
+        deadline = time.monotonic() + timeout
+        last: object = None
+        while time.monotonic() < deadline:
+            try:
+                last = check()
+            except (httpx.HTTPError, ApiError) as exc:
+                last = exc
+            else:
+                if last:
+                    return last
+            time.sleep(interval)
+        raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what} (last: {last!r})")
+
+    def wait_pod_ready(self, namespace: str, name: str, timeout: float = 90) -> dict[str, Any]:
+        def ready() -> dict[str, Any] | None:
+            pod = self.api.get(f"/api/v1/namespaces/{namespace}/pods/{name}")
+            conditions = (pod or {}).get("status", {}).get("conditions", [])
+            if any(c["type"] == "Ready" and c["status"] == "True" for c in conditions):
+                return pod
+            return None
+
+        try:
+            pod: dict[str, Any] = self.wait_for(ready, f"pod {namespace}/{name} to be Ready", timeout)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n{self.describe_pod(namespace, name)}") from None
+        return pod
+
+    def describe_pod(self, namespace: str, name: str) -> str:
+        """The pod's status and events, for messages of failed tests."""
+        pod = self.api.get(f"/api/v1/namespaces/{namespace}/pods/{name}") or {}
+        status = pod.get("status", {})
+        events = self.kubectl("get", "events", "-n", namespace, check=False).stdout
+        return f"pod status: {json.dumps(status)[:3000]}\nevents:\n{events[-3000:]}"
+
+    def log(self, name: str) -> str:
+        path = self.root / "logs" / f"{name}.log"
+        return path.read_text(errors="replace")[-4000:] if path.exists() else ""
+
+    # --- start ---------------------------------------------------------------------------------------
+
+    @property
+    def containerd_socket(self) -> Path:
+        return self.root / "containerd" / "containerd.sock"
+
+    def start(self, timeout: float = 120) -> KubeCluster:
+        begin = time.monotonic()
+        try:
+            self._take_lock()
+            self._snapshot = hoststate.HostSnapshot()
+            self._snapshot.save(self.root / SNAPSHOT)
+            self._network()
+            self._apiserver = _ClusterApiServer(self.root / "apiserver", self.node_ip)
+            self._apiserver.root.mkdir()
+            self._apiserver.start(timeout)
+            self.timings["apiserver"] = time.monotonic() - begin
+            self._api = self._apiserver.admin()
+            self._apiserver.write_kubeconfig(
+                self.kubeconfig, cert=self._apiserver.admin_cert, key=self._apiserver.admin_key
+            )
+            self._component_kubeconfigs()
+            self._start_containerd(timeout)
+            self.import_image(self.binaries["pause.oci.tar"])
+            self._start_control_plane()
+            self._start_kubelet()
+            self._start_kube_proxy()
+            self.wait_for(self._node_ready, "the node to be Ready", timeout)
+            self.timings["node_ready"] = time.monotonic() - begin
+            self._start_kube_router()
+            self._storage()
+            self.wait_for(
+                lambda: self.api.get("/api/v1/namespaces/default/serviceaccounts/default"),
+                "the default ServiceAccount",
+                timeout,
+            )
+        except BaseException as exc:
+            logs = {name: self.log(name)[-1500:] for name in self.processes}
+            self.stop()
+            if isinstance(exc, KubeApiUnavailable | AssertionError | OSError | subprocess.SubprocessError):
+                detail = "\n".join(f"--- {name}:\n{text}" for name, text in logs.items() if text)
+                raise KubeClusterUnavailable(f"the test cluster did not start: {exc}\n{detail}") from exc
+            raise
+        self.timings["ready"] = time.monotonic() - begin
+        return self
+
+    def _take_lock(self) -> None:
+        self._lock = LOCK_FILE.open("a+")
+        deadline = time.monotonic() + self.lock_wait
+        while True:
+            try:
+                fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    self._lock.seek(0)
+                    holder = self._lock.read().strip()
+                    raise KubeClusterUnavailable(
+                        f"another test cluster ({holder}) has held {LOCK_FILE} for {self.lock_wait:.0f} s"
+                    ) from None
+                time.sleep(1)
+        self._lock.seek(0)
+        previous = self._lock.read().split()
+        if previous[:1] == ["root"] and len(previous) > 1 and Path(previous[1]) != self.root:
+            recover(Path(previous[1]))
+        self._lock.seek(0)
+        self._lock.truncate()
+        self._lock.write(f"root {self.root} pid {os.getpid()}\n")
+        self._lock.flush()
+
+    def _network(self) -> None:
+        """The pod bridge, made here with the host's address on it, so that it can be the node's."""
+        self.pod_cidr = str(_free_subnet())
+        network = ipaddress.IPv4Network(self.pod_cidr)
+        self.node_ip = self.pod_gateway = str(network.network_address + 1)
+        if BRIDGE in hoststate.links():
+            raise KubeClusterUnavailable(
+                f"network interface {BRIDGE} exists already (a cluster left behind?)"
+            )
+        for argv in (
+            ["ip", "link", "add", BRIDGE, "type", "bridge"],
+            ["ip", "addr", "add", f"{self.node_ip}/{network.prefixlen}", "dev", BRIDGE],
+            ["ip", "link", "set", BRIDGE, "up"],
+        ):
+            subprocess.run(argv, check=True, capture_output=True)
+        # bridged pod-to-pod traffic must pass iptables (Service DNAT, NetworkPolicy); pods' replies
+        # through the node are routed
+        for name in ("net.bridge.bridge-nf-call-iptables", "net.ipv4.ip_forward"):
+            hoststate.write_sysctl(name, "1")
+
+    def _spawn(self, name: str, argv: list[str]) -> subprocess.Popen[bytes]:
+        (self.root / "logs").mkdir(exist_ok=True)
+        log = (self.root / "logs" / f"{name}.log").open("wb")
+        self._logs.append(log)
+        process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.processes[name] = process
+        return process
+
+    def _component_kubeconfigs(self) -> None:
+        apiserver = self.apiserver
+        assert apiserver.ca is not None
+        users = {
+            "kubelet": client_subject(f"system:node:{self.node_name}", "system:nodes"),
+            "controller-manager": client_subject("system:kube-controller-manager"),
+            "scheduler": client_subject("system:kube-scheduler"),
+            "kube-proxy": client_subject("system:kube-proxy"),
+        }
+        for name, subject in users.items():
+            cert, key = apiserver.ca.issue(subject, server=False)
+            cert_path = self.root / f"{name}.pem"
+            key_path = self.root / f"{name}.key"
+            for path, data in ((cert_path, cert), (key_path, key)):
+                path.write_bytes(data)
+                path.chmod(0o600)
+            apiserver.write_kubeconfig(self.root / f"{name}.kubeconfig", cert=cert_path, key=key_path)
+
+    def _start_containerd(self, timeout: float) -> None:
+        base = self.root / "containerd"
+        (self.root / "cni" / "net.d").mkdir(parents=True)
+        base.mkdir()
+        config = f"""version = 2
+root = "{base / "root"}"
+state = "{base / "state"}"
+disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs",
+  "io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.devmapper",
+  "io.containerd.tracing.processor.v1.otlp"]
+[grpc]
+  address = "{self.containerd_socket}"
+[ttrpc]
+  address = "{base / "containerd.sock.ttrpc"}"
+[debug]
+  address = ""
+[metrics]
+  address = ""
+[plugins."io.containerd.internal.v1.opt"]
+  path = "{base / "opt"}"
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "localhost/pause:local"
+  # root here lacks CAP_SYS_RESOURCE: without this every sandbox fails ("can't get final child's PID")
+  restrict_oom_score_adj = true
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        SystemdCgroup = false
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "{CNI_BIN_DIR}"
+    conf_dir = "{self.root / "cni" / "net.d"}"
+"""
+        (base / "config.toml").write_text(config)
+        conflist = {
+            "cniVersion": "1.0.0",
+            "name": "sup-test",
+            "plugins": [
+                {
+                    "type": "bridge",
+                    "bridge": BRIDGE,
+                    "isGateway": True,
+                    "ipMasq": False,  # pods need nothing off this machine
+                    "hairpinMode": True,
+                    "ipam": {
+                        "type": "host-local",
+                        "ranges": [[{"subnet": self.pod_cidr, "gateway": self.pod_gateway}]],
+                        # through the node: Service ClusterIPs are off the pod subnet
+                        "routes": [{"dst": "0.0.0.0/0"}],
+                        "dataDir": str(self.root / "cni" / "ipam"),
+                    },
+                },
+                {"type": "portmap", "capabilities": {"portMappings": True}},
+            ],
+        }
+        (self.root / "cni" / "net.d" / "10-sup-test.conflist").write_text(json.dumps(conflist, indent=2))
+        process = self._spawn("containerd", ["containerd", "--config", str(base / "config.toml")])
+
+        def up() -> bool:
+            if process.poll() is not None:
+                raise KubeClusterUnavailable(f"containerd exited: {self.log('containerd')}")
+            return self.containerd_socket.exists() and self._ctr("version").returncode == 0
+
+        self.wait_for(up, "containerd", timeout)
+
+    def _ctr(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+        argv = ["ctr", "--address", str(self.containerd_socket), "--namespace", "k8s.io", *args]
+        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+
+    def _start_control_plane(self) -> None:
+        apiserver_root = self.apiserver.root
+        controller_manager = self.root / "controller-manager.kubeconfig"
+        self._spawn(
+            "kube-controller-manager",
+            [
+                str(self.binaries["kube-controller-manager"]),
+                f"--kubeconfig={controller_manager}",
+                f"--authentication-kubeconfig={controller_manager}",
+                f"--authorization-kubeconfig={controller_manager}",
+                "--use-service-account-credentials=true",
+                f"--service-account-private-key-file={apiserver_root / 'sa.key'}",
+                f"--root-ca-file={apiserver_root / 'ca.pem'}",
+                "--leader-elect=false",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={free_port()}",
+                f"--cert-dir={self.root / 'controller-manager-certs'}",
+                f"--service-cluster-ip-range={SERVICE_CIDR}",
+                f"--flex-volume-plugin-dir={self.root / 'flexvolume'}",  # else /usr/libexec/kubernetes
+                "--v=0",
+            ],
+        )
+        scheduler = self.root / "scheduler.kubeconfig"
+        self._spawn(
+            "kube-scheduler",
+            [
+                str(self.binaries["kube-scheduler"]),
+                f"--kubeconfig={scheduler}",
+                f"--authentication-kubeconfig={scheduler}",
+                f"--authorization-kubeconfig={scheduler}",
+                "--leader-elect=false",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={free_port()}",
+                f"--cert-dir={self.root / 'scheduler-certs'}",
+                "--v=0",
+            ],
+        )
+
+    def _start_kubelet(self) -> None:
+        config = {
+            "apiVersion": "kubelet.config.k8s.io/v1beta1",
+            "kind": "KubeletConfiguration",
+            "address": self.node_ip,
+            "port": free_port(),
+            "readOnlyPort": 0,
+            "healthzPort": 0,
+            "authentication": {
+                "anonymous": {"enabled": False},
+                "webhook": {"enabled": True},
+                "x509": {"clientCAFile": str(self.apiserver.ca_file)},
+            },
+            "authorization": {"mode": "Webhook"},
+            "cgroupDriver": "cgroupfs",
+            "containerRuntimeEndpoint": f"unix://{self.containerd_socket}",
+            "failSwapOn": False,
+            # kubelet 1.36 refuses cgroup v1 unless told; this VM has cgroup v1
+            "failCgroupV1": False,
+            "podLogsDir": str(self.root / "pod-logs"),
+            "volumePluginDir": str(self.root / "kubelet-plugins"),
+            "evictionHard": {
+                "memory.available": "100Mi",
+                "nodefs.available": "1%",
+                "imagefs.available": "1%",
+                "nodefs.inodesFree": "1%",
+            },
+            # images are imported, never pulled: never garbage-collect them
+            "imageGCHighThresholdPercent": 100,
+            "imageGCLowThresholdPercent": 99,
+            # see __init__: how fast mounted ConfigMap/Secret updates reach pods
+            "syncFrequency": self.sync_frequency,
+            "serializeImagePulls": False,
+            "registerNode": True,
+        }
+        path = self.root / "kubelet.yaml"
+        path.write_text(yaml.safe_dump(config))
+        self._spawn(
+            "kubelet",
+            [
+                str(self.binaries["kubelet"]),
+                f"--config={path}",
+                f"--kubeconfig={self.root / 'kubelet.kubeconfig'}",
+                f"--root-dir={self.root / 'kubelet'}",
+                f"--cert-dir={self.root / 'kubelet-certs'}",
+                f"--hostname-override={self.node_name}",
+                f"--node-ip={self.node_ip}",
+                "--v=0",
+            ],
+        )
+
+    def _start_kube_proxy(self) -> None:
+        config = {
+            "apiVersion": "kubeproxy.config.k8s.io/v1alpha1",
+            "kind": "KubeProxyConfiguration",
+            "mode": "iptables",
+            "clusterCIDR": self.pod_cidr,
+            "hostnameOverride": self.node_name,
+            "bindAddress": self.node_ip,
+            "metricsBindAddress": f"127.0.0.1:{free_port()}",
+            "healthzBindAddress": f"127.0.0.1:{free_port()}",
+            "clientConnection": {"kubeconfig": str(self.root / "kube-proxy.kubeconfig")},
+            "conntrack": {"maxPerCore": 0, "tcpEstablishedTimeout": "0s", "tcpCloseWaitTimeout": "0s"},
+            # NodePorts on 127.0.0.1 would need net.ipv4.conf.all.route_localnet=1
+            "iptables": {"localhostNodePorts": False},
+        }
+        path = self.root / "kube-proxy.yaml"
+        path.write_text(yaml.safe_dump(config))
+        self._spawn("kube-proxy", [str(self.binaries["kube-proxy"]), f"--config={path}", "--v=0"])
+
+    def _node_ready(self) -> bool:
+        for name in ("kubelet", "kube-proxy", "kube-controller-manager", "kube-scheduler", "containerd"):
+            if self.processes[name].poll() is not None:
+                raise KubeClusterUnavailable(f"{name} exited: {self.log(name)}")
+        node = self.api.get(f"/api/v1/nodes/{self.node_name}")
+        conditions = (node or {}).get("status", {}).get("conditions", [])
+        return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+    def _kube_router_argv(self) -> list[str]:
+        return [
+            str(self.binaries["kube-router"]),
+            f"--kubeconfig={self.kubeconfig}",
+            "--run-firewall=true",
+            "--run-router=false",
+            "--run-service-proxy=false",
+            "--enable-cni=false",
+            f"--hostname-override={self.node_name}",
+            "--health-port=0",
+            "--metrics-port=0",
+            f"--service-cluster-ip-range={SERVICE_CIDR}",
+        ]
+
+    def _start_kube_router(self) -> None:
+        """After the node is Ready: kube-router exits when it cannot find its node."""
+        process = self._spawn("kube-router", self._kube_router_argv())
+
+        def syncing() -> bool:
+            if process.poll() is not None:
+                raise KubeClusterUnavailable(f"kube-router exited: {self.log('kube-router')}")
+            return (
+                "KUBE-ROUTER-FORWARD"
+                in subprocess.run(
+                    ["iptables", "-w", "-S"], capture_output=True, text=True, check=False
+                ).stdout
+            )
+
+        self.wait_for(syncing, "kube-router's firewall chains", 60)
+
+    def _storage(self) -> None:
+        try:
+            self.api.create("/apis/storage.k8s.io/v1/storageclasses", storage_class(self.storage_class))
+        except ApiError as exc:
+            if exc.status != 409:
+                raise
+        # its own client: the provisioner's thread must not share the tests' connection pool
+        self._provisioner = LocalProvisioner(
+            self.apiserver.admin(), self.storage_class, self.node_name, self.root / "volumes"
+        ).start()
+
+    # --- stop ----------------------------------------------------------------------------------------
+
+    def stop(self) -> list[str]:
+        """Tear everything down; return what could not be put back (empty when all is clean).
+        A second call does nothing and returns the first one's answer."""
+        if self.stopped:
+            return self.left_behind
+        self.stopped = True
+        begin = time.monotonic()
+        if self._provisioner is not None:
+            self._provisioner.stop()
+            self._provisioner.admin.http.close()
+        # nothing may recreate pods while they are deleted
+        for name in ("kube-controller-manager", "kube-scheduler"):
+            stop_process(self.processes.get(name), timeout=10)
+        if self._api is not None and self._running("kubelet"):
+            with contextlib.suppress(httpx.HTTPError, ApiError):
+                self._delete_pods()
+        for name in ("kube-router", "kube-proxy", "kubelet"):
+            stop_process(self.processes.get(name), timeout=10)
+        if "kube-router" in self.processes:
+            self._cleanup("kube-router", [*self._kube_router_argv(), "--cleanup-config"])
+        if "kube-proxy" in self.processes:
+            self._cleanup("kube-proxy", [str(self.binaries["kube-proxy"]), "--cleanup"])
+        if self._running("containerd"):
+            self._stop_containers()
+        stop_process(self.processes.get("containerd"), timeout=10)
+        self._kill_strays()
+        if self._api is not None:
+            self._api.http.close()
+        if self._apiserver is not None:
+            for process in reversed(self._apiserver.processes):
+                stop_process(process, timeout=10)  # kube-apiserver ignores SIGTERM once etcd is gone
+            for log in self._apiserver._logs:
+                log.close()
+        for log in self._logs:
+            log.close()
+        left: list[str] = []
+        if self._snapshot is not None:
+            left = self._snapshot.restore(self.root, BRIDGE)
+        else:
+            shutil.rmtree(self.root, ignore_errors=True)
+        if self._lock is not None:
+            self._lock.truncate(0)  # nothing to recover
+            self._lock.close()  # releases the flock
+            self._lock = None
+        self.timings["stop"] = time.monotonic() - begin
+        self.left_behind = left
+        return left
+
+    def _running(self, name: str) -> bool:
+        process = self.processes.get(name)
+        return process is not None and process.poll() is None
+
+    def _delete_pods(self, timeout: float = 30) -> None:
+        """Delete every pod with a short grace period and wait until the kubelet has removed them:
+        it stops their sandboxes, and so the CNI plugin releases their veths and addresses."""
+        for pod in self.api.items("/api/v1/pods"):
+            meta = pod["metadata"]
+            with contextlib.suppress(ApiError):
+                self.api.http.request(
+                    "DELETE",
+                    f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}",
+                    json={"gracePeriodSeconds": 1},
+                )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and self.api.items("/api/v1/pods"):
+            time.sleep(0.5)
+
+    def _cleanup(self, name: str, argv: list[str]) -> None:
+        with (self.root / "logs" / f"{name}-cleanup.log").open("wb") as log:
+            subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, timeout=60, check=False)
+
+    def _stop_containers(self) -> None:
+        """Whatever the kubelet left running: kill the tasks so the shims exit."""
+        tasks = [line.split()[0] for line in self._ctr("tasks", "ls").stdout.splitlines()[1:] if line.split()]
+        for task in tasks:
+            self._ctr("tasks", "kill", "--signal", "SIGKILL", task)
+        for task in tasks:
+            for _ in range(20):
+                if self._ctr("tasks", "delete", task).returncode == 0:
+                    break
+                time.sleep(0.25)
+        for container in self._ctr("containers", "ls", "-q").stdout.split():
+            self._ctr("containers", "delete", container)
+
+    def _kill_strays(self) -> None:
+        """containerd's shims outlive containerd (and a container the kubelet did not stop
+        outlives both): kill what is left, by pid."""
+        if self._snapshot is not None:
+            hoststate.kill_processes(self.root, self._snapshot)
+
+
+def recover(root: Path) -> list[str]:
+    """Put the host back after a test run that died without its teardown (SIGKILL, a crash): kill
+    what its cluster (rooted at `root`) left running and undo its host changes with the snapshot it
+    saved. Runs by itself when the next cluster starts; by hand: `python -m tests.support.kubenode`."""
+    snapshot_file = root / SNAPSHOT
+    if not snapshot_file.exists():
+        return []
+    snapshot = hoststate.HostSnapshot.load(snapshot_file)
+    hoststate.kill_processes(root, snapshot)
+    time.sleep(1)  # let the kernel release their mounts and network namespaces
+    return snapshot.restore(root, BRIDGE)
+
+
+def new_name(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def _recover_from_lock() -> int:
+    """`python -m tests.support.kubenode`: clean up after a test run that died with its cluster up."""
+    with LOCK_FILE.open("a+") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print(f"a test cluster is running (lock {LOCK_FILE} held): nothing to recover")
+            return 1
+        lock.seek(0)
+        words = lock.read().split()
+        if words[:1] != ["root"] or len(words) < 2:
+            print("no test cluster to recover")
+            return 0
+        left = recover(Path(words[1]))
+        lock.truncate(0)
+        print(f"recovered {words[1]}" + (f"; still left: {left}" if left else ""))
+        return 1 if left else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(_recover_from_lock())
