@@ -5,16 +5,23 @@
 ARG PYTHON_IMAGE=python:3.11.11-slim-bookworm
 
 FROM ${PYTHON_IMAGE} AS build
+# pip's index and CA bundle for the build only, when the builder has its own (a mirror, a proxy
+# that re-signs TLS): scripts/build-images passes the host's; unset, pip uses its defaults.
+ARG PIP_INDEX_URL
+ARG PIP_CERT
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
 WORKDIR /src
 COPY pyproject.toml README.md constraints.txt ./
 COPY sup ./sup
 COPY migrations ./migrations
 COPY templates ./templates
-RUN python -m pip wheel --no-deps --wheel-dir /wheels . \
- && python -m venv /opt/sup \
+# The virtualenv first, and its pip builds the wheel: Debian's python3 (the base scripts/build-images
+# makes) has no pip outside a virtualenv; the official image's would do, but this works with both.
+RUN python3 -m venv /opt/sup \
+ && /opt/sup/bin/pip wheel --no-deps --wheel-dir /wheels . \
  && /opt/sup/bin/pip install --constraint constraints.txt /wheels/sup-*.whl \
- && /opt/sup/bin/sup --help >/dev/null
+ && /opt/sup/bin/sup --help >/dev/null \
+ && /opt/sup/bin/python -m pip uninstall --quiet --yes pip setuptools
 
 FROM ${PYTHON_IMAGE}
 LABEL org.opencontainers.image.title="sup" \
