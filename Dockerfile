@@ -1,4 +1,6 @@
-# SUP's image: `docker build -t REGISTRY/sup:0.1.0 .` (the Helm chart runs sup:<appVersion>).
+# SUP's image: `docker build -t REGISTRY/sup:0.1.0 .`, or scripts/build-images (buildah, from a Debian
+# base it makes: PYTHON_IMAGE is then Debian's python3, images/python/), which builds
+# localhost/sup:0.1.0, the Helm chart's default image (image.repository:appVersion).
 # Stage 1 builds SUP's wheel and installs it, with the exact dependency versions CI tests
 # (constraints.txt), into a virtualenv; stage 2 is the same slim Python with only that virtualenv,
 # run as an unprivileged user (uid 10001, the chart's runAsUser), with no build tools or caches.
