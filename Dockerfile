@@ -1,20 +1,29 @@
-# SUP's image: `docker build -t REGISTRY/sup:0.1.0 .` (the Helm chart runs sup:<appVersion>).
+# SUP's image: `docker build -t REGISTRY/sup:0.1.0 .`, or scripts/build-images (buildah, from a Debian
+# base it makes: PYTHON_IMAGE is then Debian's python3, images/python/), which builds
+# localhost/sup:0.1.0, the Helm chart's default image (image.repository:appVersion).
 # Stage 1 builds SUP's wheel and installs it, with the exact dependency versions CI tests
 # (constraints.txt), into a virtualenv; stage 2 is the same slim Python with only that virtualenv,
 # run as an unprivileged user (uid 10001, the chart's runAsUser), with no build tools or caches.
 ARG PYTHON_IMAGE=python:3.11.11-slim-bookworm
 
 FROM ${PYTHON_IMAGE} AS build
+# pip's index and CA bundle for the build only, when the builder has its own (a mirror, a proxy
+# that re-signs TLS): scripts/build-images passes the host's; unset, pip uses its defaults.
+ARG PIP_INDEX_URL
+ARG PIP_CERT
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
 WORKDIR /src
 COPY pyproject.toml README.md constraints.txt ./
 COPY sup ./sup
 COPY migrations ./migrations
 COPY templates ./templates
-RUN python -m pip wheel --no-deps --wheel-dir /wheels . \
- && python -m venv /opt/sup \
+# The virtualenv first, and its pip builds the wheel: Debian's python3 (the base scripts/build-images
+# makes) has no pip outside a virtualenv; the official image's would do, but this works with both.
+RUN python3 -m venv /opt/sup \
+ && /opt/sup/bin/pip wheel --no-deps --wheel-dir /wheels . \
  && /opt/sup/bin/pip install --constraint constraints.txt /wheels/sup-*.whl \
- && /opt/sup/bin/sup --help >/dev/null
+ && /opt/sup/bin/sup --help >/dev/null \
+ && /opt/sup/bin/python -m pip uninstall --quiet --yes pip setuptools
 
 FROM ${PYTHON_IMAGE}
 LABEL org.opencontainers.image.title="sup" \

@@ -53,7 +53,7 @@ def test_the_chart_renders_a_restricted_deployment_with_probes_and_secret_refere
     assert deployment["spec"]["replicas"] == 2
     pod = deployment["spec"]["template"]["spec"]
     (container,) = pod["containers"]
-    assert container["image"] == f"sup:{VERSION}"  # the image the Dockerfile builds, tagged by version
+    assert container["image"] == f"localhost/sup:{VERSION}"  # what scripts/build-images builds
     assert container["args"] == ["serve", "--host", "0.0.0.0", "--port", "8080"]
     assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
     assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"

@@ -1,6 +1,6 @@
-"""What the Dockerfile does, short of the image build (no container engine in CI): SUP's wheel
-builds, installs into a fresh virtualenv with constraints.txt, `sup --help` runs, and the Kubernetes
-templates ship inside the wheel where the renderer finds them."""
+"""What the Dockerfile does, without a container engine: SUP's wheel builds, installs into a fresh
+virtualenv with constraints.txt, `sup --help` runs, and the Kubernetes templates ship inside the
+wheel where the renderer finds them. tests/images builds and runs the image itself."""
 
 from __future__ import annotations
 

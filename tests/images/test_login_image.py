@@ -1,0 +1,197 @@
+"""The login image, run as a login pod would run it (tests/images/login.py): what a person sees when
+they `ssh` in, which keys sshd takes, what survives a restart, and the munge sidecar."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.images.login import LoginPod, Person, make_emptydir, make_key
+from tests.support.chroot import Identity, run, start
+from tests.support.processes import stop_process
+
+pytestmark = pytest.mark.timeout(1800)  # the first test may build the images
+
+ALICE = Person("alice", 10001, 10001)
+BOB = Person("bob", 10002, 10002)
+CAROL = Person("carol", 10003, 10003)
+LAB = ("lab", 20001)
+MUNGE_UID = 994
+
+
+@pytest.fixture
+def pod(login_root: Path, tmp_path: Path) -> Iterator[LoginPod]:
+    tmp_path.chmod(0o755)
+    login = LoginPod(login_root, tmp_path)
+    yield login
+    login.stop()
+
+
+@pytest.fixture
+def alice_home(tmp_path: Path) -> Path:
+    """Alice's home volume: as the kubelet leaves it with fsGroup (group-writable, setgid)."""
+    return make_emptydir(tmp_path / "home-alice", owner=ALICE.uid, mode=0o2775)
+
+
+def test_a_user_logs_in_as_themselves_with_their_groups_and_a_writable_home(
+    pod: LoginPod, alice_home: Path, tmp_path: Path
+) -> None:
+    key = make_key(tmp_path, "alice")
+    pod.write_maps([ALICE], {LAB[0]: (LAB[1], [ALICE])})
+    pod.authorize(ALICE, key)
+    pod.start_user(ALICE, alice_home, groups=(LAB[1],))  # supplementalGroups: the lab's gid
+
+    result = pod.ssh(ALICE, key, "id; echo HOME=$HOME; touch ~/x && ls -ln ~/x && ls -l ~/x; id -Gn alice")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == "uid=10001(alice) gid=10001(alice) groups=10001(alice),20001(lab)"
+    assert lines[1] == "HOME=/home/alice"
+    assert lines[2].split()[2:4] == ["10001", "10001"] and lines[3].split()[2:4] == ["alice", "alice"]
+    assert lines[4] == "alice lab"  # NSS: the group map, not only the process's groups
+    assert (alice_home / "x").stat().st_uid == ALICE.uid  # on the volume
+
+
+def test_another_key_is_refused_and_a_changed_keys_file_holds_at_the_next_login(
+    pod: LoginPod, alice_home: Path, tmp_path: Path
+) -> None:
+    first, second = make_key(tmp_path, "first"), make_key(tmp_path, "second")
+    pod.write_maps([ALICE], {})
+    pod.authorize(ALICE, first)
+    pod.start_user(ALICE, alice_home)
+    sshd = pod.process
+    assert pod.ssh(ALICE, first, "true").returncode == 0
+
+    refused = pod.ssh(ALICE, second, "true")
+    assert refused.returncode == 255 and "Permission denied (publickey)" in refused.stderr
+
+    pod.authorize(ALICE, second)  # the ConfigMap changes; sshd is not restarted
+    assert pod.ssh(ALICE, second, "true").returncode == 0
+    assert pod.ssh(ALICE, first, "true").returncode == 255
+    assert pod.process is sshd and sshd is not None and sshd.poll() is None
+
+
+def test_only_the_pods_user_may_log_in(pod: LoginPod, alice_home: Path, tmp_path: Path) -> None:
+    """Bob is in the maps with a key (as in a group's pod), but this pod's sshd runs as Alice."""
+    key = make_key(tmp_path, "bob")
+    pod.write_maps([ALICE, BOB], {})
+    pod.authorize(BOB, key)
+    pod.start_user(ALICE, alice_home)
+    assert pod.ssh(BOB, key, "true").returncode == 255
+
+
+def test_the_host_key_is_made_once_and_kept_private_across_restarts(
+    pod: LoginPod, alice_home: Path, tmp_path: Path
+) -> None:
+    key = make_key(tmp_path, "alice")
+    pod.write_maps([ALICE], {})
+    pod.authorize(ALICE, key)
+    pod.start_user(ALICE, alice_home)
+    assert pod.ssh(ALICE, key, "true").returncode == 0  # records the host key in known_hosts
+    host_key = alice_home / ".ssh" / "sup_login_host_ed25519_key"
+    public = Path(f"{host_key}.pub").read_text()
+    pod.stop()
+
+    host_key.chmod(0o660)  # what a recursive fsGroup change does to it
+    pod.start_user(ALICE, alice_home)
+    assert pod.ssh(ALICE, key, "true", strict="yes").returncode == 0  # the same host key
+    assert Path(f"{host_key}.pub").read_text() == public
+    assert host_key.stat().st_mode & 0o777 == 0o600 and host_key.stat().st_uid == ALICE.uid
+
+
+def test_scp_round_trip(pod: LoginPod, alice_home: Path, tmp_path: Path) -> None:
+    key = make_key(tmp_path, "alice")
+    pod.write_maps([ALICE], {})
+    pod.authorize(ALICE, key)
+    pod.start_user(ALICE, alice_home)
+    sent = tmp_path / "sent"
+    sent.write_bytes(os.urandom(100_000))
+    for legacy in (False, True):  # SFTP (scp's default) and the old scp protocol
+        back = tmp_path / f"back-{legacy}"
+        assert pod.scp(key, str(sent), "alice@127.0.0.1:data", legacy=legacy).returncode == 0
+        assert (alice_home / "data").read_bytes() == sent.read_bytes()
+        result = pod.scp(key, "alice@127.0.0.1:data", str(back), legacy=legacy)
+        assert result.returncode == 0, result.stderr
+        assert back.read_bytes() == sent.read_bytes()
+
+
+def test_group_pod_lets_each_member_in_as_themselves_and_nobody_else(pod: LoginPod, tmp_path: Path) -> None:
+    keys = {person.name: make_key(tmp_path, person.name) for person in (ALICE, BOB, CAROL)}
+    pod.write_maps([ALICE, BOB, CAROL], {LAB[0]: (LAB[1], [ALICE, BOB])})
+    for person in (ALICE, BOB, CAROL):
+        pod.authorize(person, keys[person.name])
+    homes = make_emptydir(tmp_path / "homes", mode=0o755)
+    for person in (ALICE, BOB):
+        make_emptydir(homes / person.name, owner=person.uid, mode=0o700)
+    pod.start_group(*LAB, homes)  # as root, with only SETUID, SETGID, SYS_CHROOT, AUDIT_WRITE
+
+    for person in (ALICE, BOB):
+        result = pod.ssh(person, keys[person.name], "id; touch ~/mine && echo ok")
+        assert result.returncode == 0, result.stderr
+        uid = f"uid={person.uid}({person.name}) gid={person.gid}({person.name})"
+        assert result.stdout.splitlines() == [f"{uid} groups={person.gid}({person.name}),20001(lab)", "ok"]
+        assert (homes / person.name / "mine").stat().st_uid == person.uid
+    assert pod.ssh(CAROL, keys["carol"], "true").returncode == 255  # not in the group
+    assert pod.ssh(ALICE, keys["bob"], "true").returncode == 255  # bob's key is not alice's
+
+
+def test_slurm_client_and_munge_sidecar(pod: LoginPod, alice_home: Path, tmp_path: Path) -> None:
+    """The munge sidecar (same image) serves the socket on a shared emptyDir: the user gets
+    credentials for their own uid and sees no key."""
+    secret = make_emptydir(tmp_path / "munge-key", mode=0o755)
+    (secret / "munge.key").write_bytes(os.urandom(1024))
+    os.chown(secret / "munge.key", 0, MUNGE_UID)
+    (secret / "munge.key").chmod(0o440)  # a Secret with defaultMode 0400 and fsGroup
+    state = make_emptydir(tmp_path / "munge-state")
+    socket_dir = make_emptydir(tmp_path / "munge-socket")
+    slurm_config = make_emptydir(tmp_path / "slurm", mode=0o755)  # kube.slurm_config_map
+    (slurm_config / "slurm.conf").write_text("ClusterName=test\nSlurmctldHost=localhost\n")
+    munged = start(
+        pod.chroot.command(
+            ["/usr/local/sbin/sup-munged"],
+            identity=Identity(MUNGE_UID, MUNGE_UID, (MUNGE_UID,)),
+            mounts={"/etc/munge-key": secret, "/var/lib/munge": state, "/run/munge": socket_dir},
+        ),
+        tmp_path / "munged.log",
+    )
+    try:
+        key = make_key(tmp_path, "alice")
+        pod.write_maps([ALICE], {})
+        pod.authorize(ALICE, key)
+        pod.start_user(ALICE, alice_home, mounts={"/run/munge": socket_dir, "/etc/slurm": slurm_config})
+        deadline = time.monotonic() + 15
+        while not (socket_dir / "munge.socket.2").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        result = pod.ssh(ALICE, key, "srun --version; munge -n | unmunge; ls /etc/munge-key /etc/munge")
+        assert result.stdout.startswith("slurm-wlm 22.05."), result.stderr
+        fields = [line.split() for line in result.stdout.splitlines()]
+        assert ["STATUS:", "Success", "(0)"] in fields, (tmp_path / "munged.log").read_text()
+        assert ["UID:", "alice", "(10001)"] in fields  # a credential for their own uid
+        assert "munge.key" not in result.stdout  # the key is in the sidecar only
+    finally:
+        stop_process(munged)
+
+
+def test_missing_settings_stop_the_entrypoint_with_a_message(login_root: Path, tmp_path: Path) -> None:
+    empty = make_emptydir(tmp_path / "empty", mode=0o755)
+    pod = LoginPod(login_root, tmp_path)
+    user_env = {"SUP_USER": "alice", "SUP_UID": "10001", "SUP_GID": "10001", "SUP_HOME": "/home/alice",
+                "SUP_SSH_PORT": "2222"}  # fmt: skip
+    alice = Identity(ALICE.uid, ALICE.gid)
+    cases = [
+        ({}, alice, {}, "neither SUP_USER"),
+        (user_env, alice, {"/etc/sup": empty}, "/etc/sup/login is missing"),
+        ({**user_env, "SUP_SSH_PORT": ""}, alice, {}, "SUP_SSH_PORT must be a port number"),
+        ({**user_env, "SUP_UID": "10002"}, alice, {}, "runs as uid 10001, but SUP_UID is 10002"),
+        ({"SUP_GROUP": "lab", "SUP_GID": "20001", "SUP_SSH_PORT": "2222"}, alice, {}, "runs sshd as root"),
+    ]
+    pod.write_maps([ALICE], {})
+    for env, identity, mounts, message in cases:
+        command = pod.chroot.command(["/usr/local/sbin/sup-login"], identity=identity, env=env, mounts=mounts)
+        result = run(command)
+        assert result.returncode == 64 and message in result.stderr, (env, result.stderr)
+    munged = run(pod.chroot.command(["/usr/local/sbin/sup-munged"], identity=Identity(MUNGE_UID, MUNGE_UID)))
+    assert munged.returncode == 64 and "/etc/munge-key/munge.key is missing" in munged.stderr
