@@ -69,7 +69,7 @@ def test_a_whole_lifecycle_runs_under_the_charts_role_and_uses_all_of_it(
     site.converge()  # updates
     with site.admin() as admin:  # labels removed by hand: SUP re-reads those objects (get)
         for kind, name in [("pvc", site.home("kim")), ("workload", "login-kim"), ("service", "login-kim"),
-                           ("network_policy", "group-physics")]:  # fmt: skip
+                           ("network_policy", "group-physics"), ("login_config", "login-saul")]:  # fmt: skip
             admin.json_patch(
                 site.path(kind, name),
                 [{"op": "remove", "path": "/metadata/labels/app.kubernetes.io~1managed-by"}],
@@ -91,6 +91,7 @@ def test_a_whole_lifecycle_runs_under_the_charts_role_and_uses_all_of_it(
         "services",
         "statefulsets",
         "networkpolicies",
+        "configmaps",
     }
 
 
@@ -116,7 +117,7 @@ def test_anything_outside_the_role_is_forbidden(
         forbidden = {
             "list pods": lambda: sup.items(collection(site.namespace, "pods")),
             "list secrets": lambda: sup.items(collection(site.namespace, "secrets")),
-            "list configmaps": lambda: sup.items(collection(site.namespace, "configmaps")),
+            "list configmaps elsewhere": lambda: sup.items(collection(other, "configmaps")),
             "create a pod": lambda: sup.create(collection(site.namespace, "pods"), pod),
             "list claims elsewhere": lambda: sup.items(collection(other, "persistentvolumeclaims")),
             "create a claim elsewhere": lambda: sup.create(

@@ -1,10 +1,13 @@
 """Perform a plan: server-side apply and deletes, a few in flight at once, one result per change.
 
 Phases, each finished before the next starts:
-1. home claims and NetworkPolicies (created or updated), and the orphan marks of claims;
-2. Services and workloads; a workload is not created when its NetworkPolicy or a claim it mounts
-   failed in phase 1, so no login pod ever runs without its policy (that change fails, for its user);
-3. deletes: workloads first, then Services and NetworkPolicies, then claims past their retention.
+1. home claims, NetworkPolicies and login ConfigMaps (created or updated), and the orphan marks of
+   claims;
+2. Services and workloads; a workload is not created when its NetworkPolicy, its login ConfigMap or
+   a claim it mounts failed in phase 1, so no login pod ever runs without its policy (that change
+   fails, for its user);
+3. deletes: workloads first, then Services, NetworkPolicies and login ConfigMaps, then claims past
+   their retention.
 Creates are applied without `force`: should an object of that name appear between observe and apply,
 a conflicting field makes the API server refuse rather than SUP take it over. Updates are forced:
 they take back the fields SUP owns from whoever changed them by hand. Updates and deletes carry the
@@ -24,6 +27,7 @@ from sup.targets.kube import names
 from sup.targets.kube.client import KubeApiError, KubeClient
 from sup.targets.kube.model import (
     API_KIND,
+    LOGIN_CONFIG,
     NETWORK_POLICY,
     PVC,
     SERVICE,
@@ -117,7 +121,7 @@ def apply_changes(
             run.report.failed.append(Failure(change, change.details.error))
 
     writes = [c for c in changes if c.action in (CREATE, UPDATE)]
-    run.execute([c for c in writes if c.kind in (PVC, NETWORK_POLICY)])
+    run.execute([c for c in writes if c.kind in (PVC, NETWORK_POLICY, LOGIN_CONFIG)])
     failed = {(f.change.kind, f.change.name) for f in run.report.failed if f.change.action != REPORT}
     second: list[KubeChange] = []
     for change in writes:
@@ -134,7 +138,7 @@ def apply_changes(
     run.execute(second)
 
     deletes = [c for c in changes if c.action == DELETE]
-    for kinds in ((WORKLOAD,), (SERVICE, NETWORK_POLICY), (PVC,)):
+    for kinds in ((WORKLOAD,), (SERVICE, NETWORK_POLICY, LOGIN_CONFIG), (PVC,)):
         run.execute([c for c in deletes if c.kind in kinds])
     return run.report
 

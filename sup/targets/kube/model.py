@@ -17,13 +17,17 @@ PVC = "pvc"
 WORKLOAD = "workload"
 SERVICE = "service"
 NETWORK_POLICY = "network_policy"
+LOGIN_CONFIG = "login_config"  # a login pod's ConfigMap: passwd, group, keys (login_files.py)
 API_KIND = {
     PVC: "PersistentVolumeClaim",
     WORKLOAD: "StatefulSet",
     SERVICE: "Service",
     NETWORK_POLICY: "NetworkPolicy",
+    LOGIN_CONFIG: "ConfigMap",
 }
 KIND_OF = {api: kind for kind, api in API_KIND.items()}
+# A login pod: never written, only read, and deleted when stuck on an outdated template (pods.py).
+POD = "pod"
 
 
 @dataclass(frozen=True)
@@ -59,22 +63,32 @@ class Wanted:
 
 
 def user_object_keys(owner: Owner, claim: str) -> list[tuple[str, str]]:
-    """(kind, name) of a user's objects: the home claim, and the login policy, Service and workload."""
+    """(kind, name) of a user's objects rendered from templates: the home claim, and the login
+    policy, Service and workload (the login ConfigMap is rendered apart: login_files.py)."""
     return [(PVC, claim), (NETWORK_POLICY, owner.login), (SERVICE, owner.login), (WORKLOAD, owner.login)]
 
 
 def login_keys(owner: Owner) -> list[tuple[str, str]]:
     """(kind, name) of a user's login objects: named by the username, unlike the home claim."""
-    return [(NETWORK_POLICY, owner.login), (SERVICE, owner.login), (WORKLOAD, owner.login)]
+    return [
+        (NETWORK_POLICY, owner.login),
+        (LOGIN_CONFIG, owner.login),
+        (SERVICE, owner.login),
+        (WORKLOAD, owner.login),
+    ]
 
 
 def needs(kind: str, name: str, manifest: Manifest) -> list[tuple[str, str]]:
-    """What a login workload must not run without: its NetworkPolicy, and every claim it mounts."""
+    """What a login workload must not run without: its NetworkPolicy, its login ConfigMap (when it
+    mounts it: a ConfigMap volume named like the workload), and every claim it mounts."""
     if kind != WORKLOAD:
         return []
     volumes = manifest.get("spec", {}).get("template", {}).get("spec", {}).get("volumes") or []
     claims = [v["persistentVolumeClaim"]["claimName"] for v in volumes if "persistentVolumeClaim" in v]
-    return [(NETWORK_POLICY, name), *((PVC, claim) for claim in claims)]
+    config = (
+        [(LOGIN_CONFIG, name)] if any((v.get("configMap") or {}).get("name") == name for v in volumes) else []
+    )
+    return [(NETWORK_POLICY, name), *config, *((PVC, claim) for claim in claims)]
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,8 @@ import yaml
 
 from sup.domain.desired import DesiredGroup, DesiredUser
 from sup.targets.kube import names
-from sup.targets.kube.model import NETWORK_POLICY, PVC, SERVICE, WORKLOAD, Manifest, Wanted
+from sup.targets.kube.login_files import LoginFiles
+from sup.targets.kube.model import LOGIN_CONFIG, NETWORK_POLICY, PVC, SERVICE, WORKLOAD, Manifest, Wanted
 from sup.targets.kube.settings import KubeSettings
 from sup.targets.kube.values import inside
 from sup.targets.templates import templates_dir
@@ -116,6 +117,22 @@ class Renderer:
             self._render(SERVICE, SERVICE_TEMPLATE, owner, context, names.GROUP_LOGIN),
             self._render(WORKLOAD, GROUP_WORKLOAD, owner, context, names.GROUP_LOGIN),
         ]
+
+    def login_config(self, owner: names.Owner, files: LoginFiles) -> Wanted:
+        """The login pod's ConfigMap (login_files.py): built here, not from a template, with the
+        same name, labels and annotation rules as the pod's other objects."""
+        manifest: Manifest = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {},
+            "data": dict(files.data),
+        }
+        _own(manifest, LOGIN_CONFIG, owner, owner.component, self.namespace, "", None)
+        return Wanted(LOGIN_CONFIG, owner, manifest, self.login_config_inputs(owner, files))
+
+    def login_config_inputs(self, owner: names.Owner, files: LoginFiles) -> Hashable:
+        """What a login ConfigMap is built from (the memo's key): not the settings or templates."""
+        return (self.namespace, owner, files.digest())
 
     # --- rendering ---------------------------------------------------------------------------------
 
