@@ -229,13 +229,20 @@ def ip_blocks(cidrs: Iterable[str], blocked: Iterable[str]) -> list[dict[str, An
     return result
 
 
-def _network(settings: KubeSettings) -> dict[str, list[dict[str, Any]]]:
+def _network(settings: KubeSettings) -> dict[str, Any]:
+    """ipBlocks for each CIDR setting; `srun_sources` (slurmctld and slurmd, which connect back to
+    srun) only with a `srun_port_range`, which is `srun_ports` ({port, end_port}, or None)."""
     blocked = settings.blocked_cidrs
+    ports = settings.srun_ports
+    callers = list(dict.fromkeys(settings.slurmctld_cidrs + settings.slurmd_cidrs)) if ports else []
     return {
         "ssh_sources": ip_blocks(settings.ssh_sources, blocked),
         "dns": ip_blocks(settings.dns_cidrs, blocked),
         "ldap": ip_blocks(settings.ldap_cidrs, blocked),
         "slurmctld": ip_blocks(settings.slurmctld_cidrs, blocked),
+        "slurmd": ip_blocks(settings.slurmd_cidrs, blocked),
+        "srun_sources": ip_blocks(callers, blocked),
+        "srun_ports": {"port": ports[0], "end_port": ports[1]} if ports else None,
         "egress": ip_blocks(settings.egress_cidrs, blocked),
     }
 

@@ -35,6 +35,15 @@ def can_scope(settings: KubeSettings, scope: Scope, desired: DesiredState) -> bo
     return not any(scope.users & desired.groups[g].members for g in pods if g in desired.groups)
 
 
+def reserved_uids(settings: KubeSettings) -> frozenset[int]:
+    """munged's uid in the munge sidecar (when Slurm is configured): never a person's."""
+    return frozenset({settings.munge_uid}) if settings.munge_key_secret else frozenset()
+
+
 SPEC: TargetSpec[KubeSettings] = TargetSpec(
-    name="kube", settings_model=KubeSettings, open=_open, can_scope=can_scope
+    name="kube",
+    settings_model=KubeSettings,
+    open=_open,
+    can_scope=can_scope,
+    reserved_uids=reserved_uids,
 )
