@@ -17,7 +17,7 @@ def test_plan_shows_the_objects_and_reconcile_makes_them(site: Site) -> None:
     assert "kube: planned, 5 change(s)" in plan.stdout
     assert "ldap: disabled" not in plan.stdout  # only the target asked for
     assert site.home("kim") in plan.stdout and "size: - -> 10Gi" not in plan.stdout
-    assert "size: 10Gi" in plan.stdout and "image: sup-login:latest" in plan.stdout
+    assert "size: 10Gi" in plan.stdout and "image: localhost/sup-login:0.1.0" in plan.stdout
 
     as_json = json.loads(run_sup("plan", "--json", "--target", "kube", env=env).stdout)
     assert sorted((c["action"], c["kind"], c["name"], c["subject"]) for c in as_json) == [

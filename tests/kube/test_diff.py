@@ -21,7 +21,7 @@ def test_an_active_user_gets_five_objects_created_claim_policy_and_login_files_f
     assert {c.subject for c in changes} == {"kim"}
     workload = changes[-1].details_json()
     assert (
-        workload["image"] == "sup-login:latest"
+        workload["image"] == "localhost/sup-login:0.1.0"
         and workload["cpu"] == "4"
         and workload["run_as_user"] == 10000
     )
@@ -50,7 +50,7 @@ def test_a_changed_field_is_an_update_showing_old_and_new() -> None:
     (change,) = diff(desired, observed)
     assert brief([change]) == [("update", "workload", "login-kim")]
     path = "spec.template.spec.containers[sshd]"
-    assert change.details_json()[f"{path}.image"] == {"old": "evil:1", "new": "sup-login:latest"}
+    assert change.details_json()[f"{path}.image"] == {"old": "evil:1", "new": "localhost/sup-login:0.1.0"}
     assert change.details_json()[f"{path}.securityContext.allowPrivilegeEscalation"] == {
         "old": True,
         "new": False,

@@ -208,13 +208,13 @@ def test_hand_edits_and_deletions_are_repaired(site: Site) -> None:
         "spec.template.spec.containers[sshd].image"
     ] == {
         "old": "evil:latest",
-        "new": "sup-login:latest",
+        "new": "localhost/sup-login:0.1.0",
     }
     assert "being deleted" in found["report", "pvc", site.home("saul")].details_json()["reason"]
 
     result = site.reconcile()
     assert result.ok and len(result.targets[0].applied) == 4  # the report writes nothing
-    assert _pod(site, "login-kim")["spec"]["containers"][0]["image"] == "sup-login:latest"
+    assert _pod(site, "login-kim")["spec"]["containers"][0]["image"] == "localhost/sup-login:0.1.0"
     policy = site.get("network_policy", "login-kim")
     assert policy is not None and policy["spec"].get("ingress", []) == []
     service = site.get("service", "login-saul")

@@ -55,7 +55,11 @@ class KubeSettings(Section):
         description="how long a home claim outlives its user's deactivation or removal: 'keep' (for "
         "ever) or a duration such as 30d, 12h, 0s",
     )
-    image: str = Field("sup-login:latest", description="login image: sshd (and sssd) as described in README")
+    image: str = Field(
+        "localhost/sup-login:0.1.0",
+        description="login image (README, 'The login image'): scripts/build-images makes this one; a "
+        "site pushes it to its registry and sets the name it has there",
+    )
     image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = "IfNotPresent"
     image_pull_secrets: list[str] = Field(default_factory=list, description="names of Secrets in namespace")
     cpu: str = Field("4", description="CPU limit of a login pod")
