@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
 from sup.targets.base import TargetError
-from sup.targets.kube.model import LOGIN_CONFIG, NETWORK_POLICY, PVC, SERVICE, WORKLOAD
+from sup.targets.kube.model import LOGIN_CONFIG, NETWORK_POLICY, POD, PVC, SERVICE, WORKLOAD
 from sup.targets.kube.settings import KubeSettings
 
 APPLY_PATCH = "application/apply-patch+yaml"
@@ -47,6 +47,7 @@ RESOURCES: dict[str, Resource] = {
     SERVICE: Resource("/api/v1", "services"),
     NETWORK_POLICY: Resource("/apis/networking.k8s.io/v1", "networkpolicies"),
     LOGIN_CONFIG: Resource("/api/v1", "configmaps"),
+    POD: Resource("/api/v1", "pods"),  # read (list) and deleted only: pods.py
 }
 
 

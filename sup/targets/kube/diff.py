@@ -15,7 +15,9 @@ in `group_pods`: a shared login StatefulSet, Service and NetworkPolicy. Then:
   `keep`); a user who comes back before that gets the same claim back, unmarked. Home claims follow
   the uid (homes.py): a renamed user keeps theirs, and a claim whose owner's uid is active is never
   retired, whatever its name; in a scoped pass a claim whose owner was not read is left alone;
-- an object being deleted (deletionTimestamp set) is left alone; if it is wanted, that is reported.
+- an object being deleted (deletionTimestamp set) is left alone; if it is wanted, that is reported;
+- a login pod stuck (CrashLoopBackOff, ...) on an outdated template is deleted, so that its
+  StatefulSet recreates it from the current one (pods.py: an `update` of kind `pod`).
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ from sup.targets.kube.model import (
     Wanted,
     user_object_keys,
 )
+from sup.targets.kube.pods import replacements
 from sup.targets.kube.render import Renderer
 from sup.targets.kube.settings import KubeSettings
 from sup.targets.kube.values import InvalidValue, parse_quantity, parse_retention
@@ -112,6 +115,11 @@ def plan(
                 changes.extend(_retire_claim(have, retention, now, settings.namespace))
         else:
             changes.append(_delete(have, "not wanted: its user or group is no longer active or provisioned"))
+    changing = {(c.kind, c.name) for c in changes if c.action in (CREATE, UPDATE)}
+    usable = wanted.keys() - blocked
+    changes.extend(
+        replacements(observed.pods.values(), observed.objects, usable, changing, settings.namespace)
+    )
     return sorted(changes, key=_order)
 
 
