@@ -4,6 +4,7 @@ and a pod SUP does not control are left alone, and no claim goes."""
 
 from __future__ import annotations
 
+from sup.reconcile.planner import run_pass
 from tests.kube.site import Site
 from tests.kube.stuck import login_pod, stuck_rollout
 
@@ -57,3 +58,22 @@ def test_no_pod_is_read_while_every_rollout_is_done(site: Site) -> None:
     (target,) = site.targets[-1:]
     assert ("list", "pods") not in target.client.requests
     assert site.get("pods", "login-kim-0") is not None
+
+
+def test_a_pass_after_a_write_replaces_the_named_users_stuck_pod(site: Site) -> None:
+    site.add_user("kim")
+    site.converge()
+    assert run_pass(site.settings, site.sessions, apply=True, opener=site._open).ok  # clears the outbox
+    with site.admin() as admin:
+        stuck_rollout(admin, site, "login-kim")
+        login_pod(admin, site, "login-kim", "imagepullbackoff")
+    site.update_user("kim", display_name="Kim Wexler")
+
+    result = run_pass(site.settings, site.sessions, apply=True, scoped=True, opener=site._open)
+    (kube,) = [t for t in result.targets if t.target == "kube"]
+    assert kube.scoped
+    assert {(c.action, c.kind, c.name) for c in kube.applied} == {
+        ("update", "login_config", "login-kim"),  # the new gecos
+        ("update", "pod", "login-kim-0"),
+    }
+    assert site.get("pods", "login-kim-0") is None
