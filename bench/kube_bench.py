@@ -1,21 +1,31 @@
 """Kubernetes target benchmark: a first pass that creates every user's objects, then a no-change pass.
 
     .venv/bin/python bench/kube_bench.py [--users 1000] [--workers 8] [--sequential]
+        [--keys 2] [--groups-per-user 5] [--group-size 250] [--compare]
 
 Starts its own etcd + kube-apiserver (tests/support/kubeapi.py; etcd's data on tmpfs), fills a SQLite
-store through SUP's services, and in a fresh namespace (Pod Security `restricted` enforced) times:
-1. SUP's first pass: open, observe (empty), diff, apply (4 objects per user, `workers` in flight);
+store through SUP's services (each user with `keys` ed25519 keys and in `groups-per-user` shared
+groups of `group-size` members), and in a fresh namespace (Pod Security `restricted` enforced) times:
+1. SUP's first pass: open, observe (empty), diff, apply (5 objects per user, `workers` in flight);
 2. SUP's no-change pass: observe + diff, counting requests and writes; and a whole `run_pass` (the
    store read included) as `sup reconcile --target kube` runs it;
-3. with --sequential, a first pass with workers=1 into a second namespace, for the effect of
+3. the login ConfigMaps (sup/targets/kube/login_files.py): rendering every user's files, their
+   sizes (the data, and the whole object as the API server stores it), and what a change costs: a
+   key change (a pass scoped to that user) and a shared group's new member (a full pass);
+4. with --compare, steps 1 and 2 again into a second namespace without the login ConfigMaps (the
+   target as it was before them: `_login_config` replaced by a no-op in this process), for the
+   difference they make;
+5. with --sequential, a first pass with workers=1 into another namespace, for the effect of
    concurrency.
-Prints a Markdown table. Not a test: nothing here asserts a time.
+Prints Markdown tables. Not a test: nothing here asserts a time.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -28,15 +38,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from sup.config import Settings
 from sup.domain.desired import DesiredState
+from sup.groups.schemas import GroupCreate
+from sup.groups.service import create_group
 from sup.reconcile.planner import desired_state, run_pass
 from sup.reconcile.targets import target_context
-from sup.store import migrate
+from sup.store import migrate, outbox
 from sup.store.audit import Actor
 from sup.store.session import make_engine, make_sessionmaker
 from sup.targets.kube import SPEC, KubeTarget
-from sup.users.schemas import UserCreate
-from sup.users.service import create_user
-from tests.support.kubeapi import KubeApiServer
+from sup.targets.kube import diff as kube_diff
+from sup.targets.kube.login_files import Directory
+from sup.users.schemas import UserCreate, UserPatch
+from sup.users.service import create_user, update_user
+from tests.support.keys import ed25519_key
+from tests.support.kubeapi import KubeApiServer, collection
 
 ACTOR = Actor(name="bench", role="admin")
 
@@ -48,13 +63,86 @@ def timed(results: dict[str, float], name: str) -> Iterator[None]:
     results[name] = time.perf_counter() - start
 
 
-def fill_store(settings: Settings, users: int) -> None:
+def group_names(users: int, per_user: int, size: int) -> list[str]:
+    count = max(per_user, -(-users * per_user // size))
+    return [f"proj{g:04d}" for g in range(count)]
+
+
+def fill_store(settings: Settings, users: int, keys: int = 0, per_user: int = 0, size: int = 250) -> None:
+    """`users` users, each with `keys` SSH keys and in `per_user` of the shared groups (user i in
+    groups i, i + stride, ... modulo their number: `size` members each)."""
     sessions = make_sessionmaker(make_engine(settings.database_url))
+    groups = group_names(users, per_user, size) if per_user else []
+    stride = len(groups) // per_user if per_user else 0
     with sessions.begin() as session:
+        for name in groups:
+            create_group(session, settings, ACTOR, GroupCreate(name=name))
         for i in range(users):
+            username = f"user{i:05d}"
             create_user(
-                session, settings, ACTOR, UserCreate(username=f"user{i:05d}", display_name=f"User {i}")
+                session, settings, ACTOR,
+                UserCreate(
+                    username=username, display_name=f"User {i}",
+                    ssh_public_keys=[ed25519_key(f"{username}@host{k}") for k in range(keys)],
+                    groups=[groups[(i + k * stride) % len(groups)] for k in range(per_user)],
+                ),
+            )  # fmt: skip
+
+
+def change_keys(sessions: Any, settings: Settings) -> None:
+    with sessions.begin() as session:
+        update_user(
+            session, settings, ACTOR, "user00000", UserPatch(ssh_public_keys=[ed25519_key("user00000@new")])
+        )
+
+
+def join_group(sessions: Any, settings: Settings) -> None:
+    """A new member for the first shared group: the group's change makes the pass a full one."""
+    with sessions.begin() as session:
+        create_user(session, settings, ACTOR, UserCreate(username="newcomer", groups=["proj0000"]))
+
+
+def clear_outbox(sessions: Any) -> None:
+    """Forget the marks of the store's filling (a shared group among them would make every pass full)."""
+    with sessions.begin() as session:
+        outbox.clear(session, outbox.pending(session))
+
+
+def summary(result: Any) -> dict[str, Any]:
+    (kube,) = [t for t in result.targets if t.target == "kube"]
+    return {"scoped": kube.scoped, "changes": len(kube.changes), "failed": len(kube.failed)}
+
+
+def login_files(
+    server: KubeApiServer,
+    settings: Settings,
+    desired: DesiredState,
+    results: dict[str, float],
+    sizes: dict[str, str],
+) -> None:
+    """Render every active user's login files in process (what each pass does for users the memo
+    does not know), and read their sizes: the data, and the ConfigMap as the API server holds it."""
+    start = time.perf_counter()
+    directory = Directory(desired)
+    data = [directory.files([user]).size for user in desired.users.values() if user.active]
+    results["render every user's login files (Directory + files)"] = time.perf_counter() - start
+    assert settings.kube is not None
+    with server.admin() as admin:
+        stored = [
+            len(json.dumps(item, separators=(",", ":")))
+            for item in admin.items(
+                collection(settings.kube.namespace, "configmaps"), "app.kubernetes.io/managed-by=sup"
             )
+        ]
+    sizes["login ConfigMaps"] = f"{len(stored):,}"
+    sizes["data bytes per user, median (min-max)"] = (
+        f"{statistics.median(data):,.0f} ({min(data):,}-{max(data):,})"
+    )
+    sizes["data bytes, all users"] = f"{sum(data):,}"
+    sizes["ConfigMap as stored (JSON, with metadata and managedFields), median"] = (
+        f"{statistics.median(stored):,.0f}"
+    )
+    sizes["ConfigMaps as stored, all"] = f"{sum(stored):,}"
 
 
 def one_pass(settings: Settings, desired: DesiredState, *, apply: bool) -> dict[str, Any]:
@@ -79,12 +167,17 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--users", type=int, default=1000)
     parser.add_argument("--workers", type=int, default=8, help="kube.workers: writes in flight")
     parser.add_argument("--sequential", action="store_true", help="also a first pass with workers=1")
+    parser.add_argument("--keys", type=int, default=2, help="SSH keys per user")
+    parser.add_argument("--groups-per-user", type=int, default=5, help="shared groups each user is in")
+    parser.add_argument("--group-size", type=int, default=250, help="members of each shared group")
+    parser.add_argument("--compare", action="store_true", help="also passes without the login ConfigMaps")
     args = parser.parse_args(argv)
 
     server = KubeApiServer().start()
     work = Path(tempfile.mkdtemp(prefix="sup-kube-bench-"))
     results: dict[str, float] = {}
     counts: dict[str, Any] = {}
+    sizes: dict[str, str] = {}
     try:
         database_url = f"sqlite:///{work / 'sup.db'}"
         migrate.upgrade(database_url)
@@ -97,7 +190,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 
         settings = settings_for(server.new_namespace("bench"), workers=args.workers)
         with timed(results, "fill the store (not compared)"):
-            fill_store(settings, args.users)
+            fill_store(settings, args.users, args.keys, args.groups_per_user, args.group_size)
         sessions = make_sessionmaker(make_engine(database_url))
         with timed(results, "derive the desired state from the store"):
             desired = desired_state(sessions, settings)
@@ -116,6 +209,26 @@ def main(argv: Sequence[str] | None = None) -> None:
         if not whole.ok or whole.changes:
             raise SystemExit(f"the no-change run_pass was not clean: {[t.error for t in whole.targets]}")
 
+        login_files(server, settings, desired, results, sizes)
+        clear_outbox(sessions)
+        with timed(results, "a key change: scoped `run_pass` (store read included)"):
+            change_keys(sessions, settings)
+            keyed = run_pass(settings, sessions, apply=True, scoped=True)
+        counts["key change"] = summary(keyed)
+        with timed(results, "a shared group's new member: full `run_pass` (store read included)"):
+            join_group(sessions, settings)
+            joined = run_pass(settings, sessions, apply=True, scoped=True)
+        counts["group change"] = summary(joined)
+
+        if args.compare:
+            before = settings_for(server.new_namespace("bench-before"), workers=args.workers)
+            kube_diff._login_config = lambda *_, **__: []  # the target as it was before them
+            name = f"first pass without login ConfigMaps ({args.workers} in flight)"
+            with timed(results, name):
+                counts[name] = one_pass(before, desired, apply=True)
+            with timed(results, "no-change pass without login ConfigMaps (observe + diff)"):
+                counts["no-change pass without login ConfigMaps"] = one_pass(before, desired, apply=False)
+
         sequential_rate = None
         if args.sequential:
             other = settings_for(server.new_namespace("bench-seq"), workers=1)
@@ -126,7 +239,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         server.stop()
         shutil.rmtree(work, ignore_errors=True)
 
-    kinds = "PersistentVolumeClaim, NetworkPolicy, Service, StatefulSet each"
+    kinds = "PersistentVolumeClaim, NetworkPolicy, login ConfigMap, Service, StatefulSet each"
     print(f"\n{args.users} users, {objects} objects ({kinds})\n")
     print("| step | seconds | objects/s |\n|---|---:|---:|")
     for name, seconds in results.items():
@@ -136,6 +249,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         elif name == "SUP first pass, workers=1" and sequential_rate:
             rate = f"{sequential_rate:,.0f}"
         print(f"| {name} | {seconds:.2f} | {rate} |")
+    print("\n| login ConfigMaps | value |\n|---|---:|")
+    for name, value in sizes.items():
+        print(f"| {name} | {value} |")
     print()
     for name, value in counts.items():
         print(f"- {name}: {value}")

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, cast
 
-from pydantic import BaseModel, Field, create_model
+from pydantic import BaseModel, Field, create_model, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -27,6 +27,7 @@ from sup.config.api import ApiSettings, LogSettings, OidcSettings, ScimSettings
 from sup.config.ids import IdPolicy
 from sup.config.reconcile import LifecycleSettings, ReconcileSettings
 from sup.config.sources import KeycloakSettings, SourcePolicy
+from sup.domain.gids import uid_ranges
 from sup.domain.usernames import UsernameRule
 from sup.targets.registry import SPECS, TargetSections
 from sup.targets.spec import TargetSpec
@@ -95,6 +96,25 @@ class SettingsBase(BaseSettings):
         # The target sections are composed from the registry at import time (below): a type checker
         # takes their keyword arguments as they come, and their attributes from TargetSections.
         def __init__(self, **values: Any) -> None: ...
+
+    @model_validator(mode="after")
+    def _reserved_uids(self) -> SettingsBase:
+        """A uid a target runs its own processes as (TargetSpec.reserved_uids) lies outside every uid
+        range SUP gives people from: otherwise a person could be given it."""
+        ranges = uid_ranges(self.ids)
+        for spec in self.target_specs:
+            section = getattr(self, spec.name, None)
+            if section is None or spec.reserved_uids is None:
+                continue
+            for uid in sorted(spec.reserved_uids(section)):
+                for taken in ranges:
+                    if uid in taken:
+                        raise ValueError(
+                            f"{spec.name} runs a process as uid {uid}, which lies in SUP's uid range "
+                            f"{taken} (ids.uid_range, ids.supplied_uid_ranges): a person could be given "
+                            "it; choose a uid outside them"
+                        )
+        return self
 
     def reserved_names(self) -> frozenset[str]:
         return frozenset(self.accounts.extra_reserved_names) | self.naming.extra_reserved

@@ -66,6 +66,9 @@ class TargetSpec(Generic[S]):
     needs         capabilities that must exist before it creates something for a user: when an enabled
                   target provides one, the planner applies that target first and tells this one which
                   users are not provisioned there yet (DesiredState.identity_pending)
+    reserved_uids settings -> uids the target runs its own processes as (the Kubernetes target's munge
+                  sidecar): the settings refuse a uid range of SUP's (ids.uid_range,
+                  ids.supplied_uid_ranges) that holds one, since a person could get that uid
     """
 
     name: str
@@ -76,3 +79,4 @@ class TargetSpec(Generic[S]):
     privileged_groups: Callable[[S], frozenset[str]] | None = None
     provides: frozenset[str] = frozenset()
     needs: frozenset[str] = frozenset()
+    reserved_uids: Callable[[S], frozenset[int]] | None = None

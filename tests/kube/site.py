@@ -13,7 +13,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from sup.config import Settings
-from sup.store.models import User
+from sup.store.models import Group, User
 from sup.targets.kube import KubeTarget
 from sup.targets.kube.names import home_claim
 from sup.targets.spec import TargetContext
@@ -25,6 +25,7 @@ PLURALS = {
     "workload": "statefulsets",
     "service": "services",
     "network_policy": "networkpolicies",
+    "login_config": "configmaps",
 }
 
 
@@ -57,6 +58,12 @@ class Site(TargetSite[KubeTarget]):
             uid = session.scalar(select(User.uid_number).where(User.username == username))
         assert uid is not None, f"no user {username}"
         return home_claim(uid)
+
+    def gid(self, group: str) -> int:
+        with self.sessions() as session:
+            gid = session.scalar(select(Group.gid_number).where(Group.name == group))
+        assert gid is not None, f"no group {group}"
+        return gid
 
     # --- the API server ------------------------------------------------------------------------------
 

@@ -14,13 +14,14 @@ def test_plan_shows_the_objects_and_reconcile_makes_them(site: Site) -> None:
     env = site.env(COLUMNS="400")
     plan = run_sup("plan", "--target", "kube", env=env)
     assert plan.returncode == 0, plan.stderr
-    assert "kube: planned, 4 change(s)" in plan.stdout
+    assert "kube: planned, 5 change(s)" in plan.stdout
     assert "ldap: disabled" not in plan.stdout  # only the target asked for
     assert site.home("kim") in plan.stdout and "size: - -> 10Gi" not in plan.stdout
-    assert "size: 10Gi" in plan.stdout and "image: sup-login:latest" in plan.stdout
+    assert "size: 10Gi" in plan.stdout and "image: localhost/sup-login:0.1.0" in plan.stdout
 
     as_json = json.loads(run_sup("plan", "--json", "--target", "kube", env=env).stdout)
     assert sorted((c["action"], c["kind"], c["name"], c["subject"]) for c in as_json) == [
+        ("create", "login_config", "login-kim", "kim"),
         ("create", "network_policy", "login-kim", "kim"),
         ("create", "pvc", site.home("kim"), "kim"),
         ("create", "service", "login-kim", "kim"),
@@ -31,7 +32,7 @@ def test_plan_shows_the_objects_and_reconcile_makes_them(site: Site) -> None:
 
     done = run_sup("reconcile", "--target", "kube", env=env)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "4 applied, 0 failed" in done.stdout
+    assert "5 applied, 0 failed" in done.stdout
     assert "No changes." in run_sup("plan", "--target", "kube", env=env).stdout
 
     site.update_user("kim", active=False)

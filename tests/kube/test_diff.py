@@ -9,18 +9,19 @@ from sup.targets.kube.model import Observed, ObservedObject
 from tests.kube.plans import NOW, applied, brief, diff, group, served, settings, state, user
 
 
-def test_an_active_user_gets_four_objects_created_claim_and_policy_first() -> None:
+def test_an_active_user_gets_five_objects_created_claim_policy_and_login_files_first() -> None:
     changes = diff(state(user("kim"), user("gone", 10001, active=False)), Observed())
     assert brief(changes) == [
         ("create", "pvc", "home-u10000"),
         ("create", "network_policy", "login-kim"),
+        ("create", "login_config", "login-kim"),
         ("create", "service", "login-kim"),
         ("create", "workload", "login-kim"),
     ]
     assert {c.subject for c in changes} == {"kim"}
     workload = changes[-1].details_json()
     assert (
-        workload["image"] == "sup-login:latest"
+        workload["image"] == "localhost/sup-login:0.1.0"
         and workload["cpu"] == "4"
         and workload["run_as_user"] == 10000
     )
@@ -49,7 +50,7 @@ def test_a_changed_field_is_an_update_showing_old_and_new() -> None:
     (change,) = diff(desired, observed)
     assert brief([change]) == [("update", "workload", "login-kim")]
     path = "spec.template.spec.containers[sshd]"
-    assert change.details_json()[f"{path}.image"] == {"old": "evil:1", "new": "sup-login:latest"}
+    assert change.details_json()[f"{path}.image"] == {"old": "evil:1", "new": "localhost/sup-login:0.1.0"}
     assert change.details_json()[f"{path}.securityContext.allowPrivilegeEscalation"] == {
         "old": True,
         "new": False,
@@ -83,6 +84,7 @@ def test_deactivation_deletes_pod_service_and_policy_and_marks_the_home() -> Non
         ("delete", "workload", "login-kim"),
         ("delete", "service", "login-kim"),
         ("delete", "network_policy", "login-kim"),
+        ("delete", "login_config", "login-kim"),
     ]
     assert changes[0].details_json()["orphaned_since"] == {"old": None, "new": "2026-05-01T12:00:00Z"}
     assert all(c.subject == "kim" for c in changes) and all(
@@ -131,12 +133,13 @@ def test_a_name_held_by_a_foreign_object_is_reported_and_the_pod_waits() -> None
     changes = diff(state(user("kim")), Observed({}, {("pvc", "home-u10000"): foreign}))
     assert brief(changes) == [
         ("create", "network_policy", "login-kim"),
+        ("create", "login_config", "login-kim"),
         ("create", "service", "login-kim"),
         ("report", "pvc", "home-u10000"),
         ("report", "workload", "login-kim"),
     ]
-    assert "SUP did not create it" in changes[2].details_json()["error"]
-    assert "cannot be written" in changes[3].details_json()["error"]
+    assert "SUP did not create it" in changes[3].details_json()["error"]
+    assert "cannot be written" in changes[4].details_json()["error"]
 
 
 def test_a_claim_being_deleted_is_reported_and_left_alone() -> None:
@@ -164,6 +167,7 @@ def test_group_pods_for_configured_groups_only() -> None:
     group_changes = [c for c in changes if c.name.startswith("group-") or c.name == "chemistry"]
     assert brief(group_changes) == [
         ("create", "network_policy", "group-physics"),
+        ("create", "login_config", "group-physics"),
         ("create", "service", "group-physics"),
         ("create", "workload", "group-physics"),
         ("report", "workload", "chemistry"),

@@ -29,7 +29,7 @@ def _mounted(site: Site, workload: str) -> list[str]:
     sts = site.get("workload", workload)
     assert sts is not None, workload
     volumes = sts["spec"]["template"]["spec"]["volumes"]
-    return [v["persistentVolumeClaim"]["claimName"] for v in volumes]
+    return [v["persistentVolumeClaim"]["claimName"] for v in volumes if "persistentVolumeClaim" in v]
 
 
 def _kube(site: Site) -> KubeSettings:
@@ -56,7 +56,9 @@ def _make_the_old_way(site: Site, username: str) -> None:
                 manifest["metadata"]["name"] = legacy
                 manifest["metadata"]["labels"].pop("sup/uid", None)
             if item.kind == "workload":
-                (volume,) = manifest["spec"]["template"]["spec"]["volumes"]
+                (volume,) = [
+                    v for v in manifest["spec"]["template"]["spec"]["volumes"] if v["name"] == "home"
+                ]
                 volume["persistentVolumeClaim"]["claimName"] = legacy
             manifest["metadata"].setdefault("annotations", {})["sup/applied-hash"] = applied_hash(manifest)
             name = manifest["metadata"]["name"]

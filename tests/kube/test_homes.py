@@ -23,7 +23,7 @@ def _legacy(username: str, uid: int = 10000) -> Observed:
             manifest["metadata"]["name"] = f"home-{username}"
             del manifest["metadata"]["labels"]["sup/uid"]
         if change.kind == "workload":
-            (volume,) = manifest["spec"]["template"]["spec"]["volumes"]
+            (volume,) = [v for v in manifest["spec"]["template"]["spec"]["volumes"] if v["name"] == "home"]
             volume["persistentVolumeClaim"]["claimName"] = f"home-{username}"
         manifest["metadata"]["annotations"]["sup/applied-hash"] = applied_hash(manifest)
         objects[change.kind, manifest["metadata"]["name"]] = served(manifest)
@@ -33,7 +33,7 @@ def _legacy(username: str, uid: int = 10000) -> Observed:
 def _mounts(changes: list[Any], workload: str) -> list[str]:
     (change,) = [c for c in changes if c.kind == "workload" and c.name == workload]
     volumes = change.details_json()["manifest"]["spec"]["template"]["spec"]["volumes"]
-    return [v["persistentVolumeClaim"]["claimName"] for v in volumes]
+    return [v["persistentVolumeClaim"]["claimName"] for v in volumes if "persistentVolumeClaim" in v]
 
 
 def test_the_home_claim_is_named_and_labelled_by_the_uid() -> None:
@@ -50,12 +50,14 @@ def test_a_renamed_user_keeps_the_claim_and_nothing_is_retired() -> None:
     changes = diff(state(user("kimberly")), observed, settings(pvc_retention="0s"))
     assert brief(changes) == [
         ("create", "network_policy", "login-kimberly"),
+        ("create", "login_config", "login-kimberly"),
         ("create", "service", "login-kimberly"),
         ("create", "workload", "login-kimberly"),
         ("update", "pvc", "home-u10000"),  # its username label and annotation
         ("delete", "workload", "login-kim"),
         ("delete", "service", "login-kim"),
         ("delete", "network_policy", "login-kim"),
+        ("delete", "login_config", "login-kim"),
     ]
     (update,) = [c for c in changes if c.kind == "pvc"]
     assert update.details_json()["metadata.labels.sup/user"] == {"old": "kim", "new": "kimberly"}

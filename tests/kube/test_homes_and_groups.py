@@ -94,6 +94,16 @@ def test_a_group_gets_a_shared_login_pod_for_its_members(make_site: Callable[...
     site.converge()
 
     assert {"group-physics"} <= site.names("workload") & site.names("service") & site.names("network_policy")
+    files = site.get("login_config", "group-physics")
+    assert files is not None  # the members, their groups (members in the pod only) and their keys
+    assert [line.split(":")[0] for line in files["data"]["passwd"].splitlines()] == ["kim", "saul"]
+    assert f"physics:x:{site.gid('physics')}:kim,saul" in files["data"]["group"].splitlines()
+    assert "zed" not in files["data"]["group"] and set(files["data"]) == {
+        "passwd",
+        "group",
+        "kim.keys",
+        "saul.keys",
+    }
     sts = site.get("workload", "group-physics")
     assert sts is not None
     pod = sts["spec"]["template"]
@@ -107,7 +117,11 @@ def test_a_group_gets_a_shared_login_pod_for_its_members(make_site: Callable[...
         "AUDIT_WRITE",
     ]
     assert pod["spec"]["securityContext"]["fsGroup"] == 50000
-    claims = sorted(v["persistentVolumeClaim"]["claimName"] for v in pod["spec"]["volumes"])
+    claims = sorted(
+        v["persistentVolumeClaim"]["claimName"]
+        for v in pod["spec"]["volumes"]
+        if "persistentVolumeClaim" in v
+    )
     assert claims == [
         site.home("kim"),
         site.home("saul"),
@@ -119,13 +133,17 @@ def test_a_group_gets_a_shared_login_pod_for_its_members(make_site: Callable[...
     site.converge()
     sts = site.get("workload", "group-physics")
     assert sts is not None
-    assert [v["persistentVolumeClaim"]["claimName"] for v in sts["spec"]["template"]["spec"]["volumes"]] == [
+    volumes = sts["spec"]["template"]["spec"]["volumes"]
+    assert [v["persistentVolumeClaim"]["claimName"] for v in volumes if "persistentVolumeClaim" in v] == [
         site.home("kim")
     ]
+    files = site.get("login_config", "group-physics")
+    assert files is not None and files["data"]["passwd"].startswith("kim:x:") and "saul" not in str(files)
 
     site.with_kube(group_pods=[])
     plan = site.plan()
     assert sorted((c.action, c.kind, c.name) for c in plan.changes) == [
+        ("delete", "login_config", "group-physics"),
         ("delete", "network_policy", "group-physics"),
         ("delete", "service", "group-physics"),
         ("delete", "workload", "group-physics"),
@@ -192,5 +210,9 @@ def test_a_write_that_touches_a_group_pod_gets_a_full_read(make_site: Callable[.
     assert ("update", "workload", "group-physics") in {(c.action, c.kind, c.name) for c in kube.changes}
     sts = site.get("workload", "group-physics")
     assert sts is not None
-    claims = {v["persistentVolumeClaim"]["claimName"] for v in sts["spec"]["template"]["spec"]["volumes"]}
+    claims = {
+        v["persistentVolumeClaim"]["claimName"]
+        for v in sts["spec"]["template"]["spec"]["volumes"]
+        if "persistentVolumeClaim" in v
+    }
     assert site.home("saul") in claims

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.kube.site import Site
+from tests.kube.stuck import login_pod, stuck_rollout
 from tests.support.helm import apply_objects, render
 from tests.support.kubeapi import ApiError, KubeApiServer, collection
 
@@ -67,9 +68,14 @@ def test_a_whole_lifecycle_runs_under_the_charts_role_and_uses_all_of_it(
     assert "login-kim" in site.names("workload")
     site.with_kube(image="login:2")
     site.converge()  # updates
+    with site.admin() as admin:  # kim's pod crash-loops on the old template: SUP replaces it
+        stuck_rollout(admin, site, "login-kim")
+        login_pod(admin, site, "login-kim", "crashloop")
+    site.converge()
+    assert site.get("pods", "login-kim-0") is None
     with site.admin() as admin:  # labels removed by hand: SUP re-reads those objects (get)
         for kind, name in [("pvc", site.home("kim")), ("workload", "login-kim"), ("service", "login-kim"),
-                           ("network_policy", "group-physics")]:  # fmt: skip
+                           ("network_policy", "group-physics"), ("login_config", "login-saul")]:  # fmt: skip
             admin.json_patch(
                 site.path(kind, name),
                 [{"op": "remove", "path": "/metadata/labels/app.kubernetes.io~1managed-by"}],
@@ -91,6 +97,8 @@ def test_a_whole_lifecycle_runs_under_the_charts_role_and_uses_all_of_it(
         "services",
         "statefulsets",
         "networkpolicies",
+        "configmaps",
+        "pods",
     }
 
 
@@ -114,9 +122,10 @@ def test_anything_outside_the_role_is_forbidden(
     with kubeapi.as_token(token) as sup:
         assert _status(lambda: sup.items(collection(site.namespace, "persistentvolumeclaims"))) == 200
         forbidden = {
-            "list pods": lambda: sup.items(collection(site.namespace, "pods")),
+            "read a pod": lambda: sup.get(f"{collection(site.namespace, 'pods')}/p"),
+            "list pods elsewhere": lambda: sup.items(collection(other, "pods")),
             "list secrets": lambda: sup.items(collection(site.namespace, "secrets")),
-            "list configmaps": lambda: sup.items(collection(site.namespace, "configmaps")),
+            "list configmaps elsewhere": lambda: sup.items(collection(other, "configmaps")),
             "create a pod": lambda: sup.create(collection(site.namespace, "pods"), pod),
             "list claims elsewhere": lambda: sup.items(collection(other, "persistentvolumeclaims")),
             "create a claim elsewhere": lambda: sup.create(

@@ -20,7 +20,8 @@ def _pod(site: Site, workload: str) -> dict[str, Any]:
 
 
 def test_a_pass_creates_home_pod_service_and_policy_for_each_user(site: Site) -> None:
-    site.add_user("kim", ssh_public_keys=[ed25519_key("kim@laptop")])
+    key = ed25519_key("kim@laptop")
+    site.add_user("kim", ssh_public_keys=[key])
     site.add_user("a_b", home_directory="/home/a_b")
     site.add_group("physics", members=["kim"])
 
@@ -30,7 +31,8 @@ def test_a_pass_creates_home_pod_service_and_policy_for_each_user(site: Site) ->
     assert site.names("pvc") == {site.home("kim"), site.home("a_b")}
     for kind in ("workload", "service", "network_policy"):
         assert site.names(kind) == {"login-kim", f"login-{hashed}"}
-    assert len(result.changes) == 8 and {c.action for c in result.changes} == {"create"}
+    assert site.names("login_config") >= {"login-kim", f"login-{hashed}"}
+    assert len(result.changes) == 10 and {c.action for c in result.changes} == {"create"}
 
     pvc = site.get("pvc", site.home("kim"))
     assert pvc is not None
@@ -54,8 +56,20 @@ def test_a_pass_creates_home_pod_service_and_policy_for_each_user(site: Site) ->
         "limits": {"cpu": "4", "memory": "8Gi"},
         "requests": {"cpu": "4", "memory": "8Gi"},
     }
-    assert container["volumeMounts"] == [{"name": "home", "mountPath": "/home/kim"}]
-    assert spec["volumes"] == [{"name": "home", "persistentVolumeClaim": {"claimName": site.home("kim")}}]
+    assert container["volumeMounts"] == [
+        {"name": "home", "mountPath": "/home/kim"},
+        {"name": "login", "mountPath": "/etc/sup/login", "readOnly": True},
+    ]
+    assert spec["volumes"][0] == {"name": "home", "persistentVolumeClaim": {"claimName": site.home("kim")}}
+    assert spec["volumes"][1]["configMap"]["name"] == "login-kim"
+    files = site.get("login_config", "login-kim")
+    assert files is not None and files["metadata"]["labels"]["sup/user"] == "kim"
+    physics = site.gid("physics")
+    assert files["data"] == {
+        "passwd": "kim:x:10000:10000:kim:/home/kim:/bin/bash\n",
+        "group": f"kim:x:10000:\nphysics:x:{physics}:kim\n",
+        "kim.keys": key + "\n",
+    }
     env = {e["name"]: e["value"] for e in container["env"]}
     assert env["SUP_USER"] == "kim" and env["SUP_SSH_PORT"] == "2222"
     assert _pod(site, f"login-{hashed}")["spec"]["securityContext"]["runAsUser"] == 10001
@@ -194,13 +208,13 @@ def test_hand_edits_and_deletions_are_repaired(site: Site) -> None:
         "spec.template.spec.containers[sshd].image"
     ] == {
         "old": "evil:latest",
-        "new": "sup-login:latest",
+        "new": "localhost/sup-login:0.1.0",
     }
     assert "being deleted" in found["report", "pvc", site.home("saul")].details_json()["reason"]
 
     result = site.reconcile()
     assert result.ok and len(result.targets[0].applied) == 4  # the report writes nothing
-    assert _pod(site, "login-kim")["spec"]["containers"][0]["image"] == "sup-login:latest"
+    assert _pod(site, "login-kim")["spec"]["containers"][0]["image"] == "localhost/sup-login:0.1.0"
     policy = site.get("network_policy", "login-kim")
     assert policy is not None and policy["spec"].get("ingress", []) == []
     service = site.get("service", "login-saul")
@@ -229,12 +243,14 @@ def test_deactivation_removes_the_pod_and_keeps_the_home(site: Site) -> None:
         ("delete", "workload", "login-kim"),
         ("delete", "service", "login-kim"),
         ("delete", "network_policy", "login-kim"),
+        ("delete", "login_config", "login-kim"),
     ]
     assert {c.subject for c in plan.changes} == {"kim"}
 
     site.converge()
     for kind in ("workload", "service", "network_policy"):
         assert site.names(kind) == {"login-saul"}
+    assert "login-kim" not in site.names("login_config")
     pvc = site.get("pvc", site.home("kim"))
     assert pvc is not None and not pvc["metadata"].get("deletionTimestamp")
     assert "sup/orphaned-since" in pvc["metadata"]["annotations"]
@@ -370,8 +386,38 @@ def test_a_pass_does_not_render_again_what_it_found_in_sync(site: Site, monkeypa
     assert rendered == []
 
     site.update_user("kim", display_name="Kim Wexler")
-    assert site.plan().changes == []
+    (change,) = site.plan().changes  # the gecos in kim's login files; nothing else differs
+    assert (change.action, change.kind, change.name) == ("update", "login_config", "login-kim")
+    assert change.details_json()["data.passwd"]["new"] == "kim:x:10000:10000:Kim Wexler:/home/kim:/bin/bash\n"
     assert sorted(rendered) == ["network_policy", "pvc", "service", "workload"]  # kim's only
+
+
+def test_keys_and_memberships_change_the_login_files_only(site: Site) -> None:
+    """A new key or group reaches the running pod through its ConfigMap (the kubelet refreshes a
+    mounted ConfigMap in place): the StatefulSet is not written, so the pod is not restarted."""
+    first, second = ed25519_key("kim@laptop"), ed25519_key("kim@desktop")
+    site.add_user("kim", ssh_public_keys=[first])
+    site.add_user("saul")
+    site.add_group("physics", members=["saul"])
+    site.converge()
+    before = site.versions()
+
+    site.update_user("kim", ssh_public_keys=[first, second])
+    site.update_group("physics", members=["kim", "saul"])
+    result = site.converge()
+
+    assert {(c.action, c.kind, c.name) for c in result.changes} == {("update", "login_config", "login-kim")}
+    after = site.versions()
+    changed = {key for key in after if after[key] != before.get(key)}
+    assert changed == {("login_config", "login-kim")}
+    files = site.get("login_config", "login-kim")
+    assert files is not None
+    assert files["data"]["kim.keys"] == "".join(f"{k}\n" for k in sorted([first, second]))
+    assert f"physics:x:{site.gid('physics')}:kim\n" in files["data"]["group"]  # saul is not in this pod
+    site.update_user("kim", ssh_public_keys=[second])
+    site.converge()
+    files = site.get("login_config", "login-kim")
+    assert files is not None and files["data"]["kim.keys"] == f"{second}\n"
 
 
 def test_a_pass_after_writes_reads_and_plans_only_the_users_they_named(site: Site) -> None:
@@ -392,11 +438,13 @@ def test_a_pass_after_writes_reads_and_plans_only_the_users_they_named(site: Sit
     assert {(c.action, c.kind, c.name) for c in kube.changes} == {
         ("create", "pvc", site.home("lalo")),
         ("create", "network_policy", "login-lalo"),
+        ("create", "login_config", "login-lalo"),
         ("create", "service", "login-lalo"),
         ("create", "workload", "login-lalo"),
         ("delete", "workload", "login-kim"),
         ("delete", "service", "login-kim"),
         ("delete", "network_policy", "login-kim"),
+        ("delete", "login_config", "login-kim"),
         ("update", "pvc", site.home("kim")),  # marked orphaned: the home is kept for the retention
     }
     assert site.get("service", "login-saul") is None  # not named: not looked at

@@ -25,8 +25,8 @@ def test_values_are_data_never_yaml() -> None:
     sly = replace(user("kim"), home_directory='/home/kim"\n    hostPath: {path: /}\nx: "')
     workload = next(w for w in Renderer(settings()).user_login(sly) if w.kind == "workload")
     spec = workload.manifest["spec"]["template"]["spec"]
-    assert spec["containers"][0]["volumeMounts"] == [{"name": "home", "mountPath": sly.home_directory}]
-    assert [v["name"] for v in spec["volumes"]] == ["home"] and "x" not in workload.manifest
+    assert spec["containers"][0]["volumeMounts"][0] == {"name": "home", "mountPath": sly.home_directory}
+    assert [v["name"] for v in spec["volumes"]] == ["home", "login"] and "x" not in workload.manifest
 
 
 def test_an_operator_template_replaces_the_shipped_one(tmp_path: Path) -> None:

@@ -1,10 +1,15 @@
 """Perform a plan: server-side apply and deletes, a few in flight at once, one result per change.
 
 Phases, each finished before the next starts:
-1. home claims and NetworkPolicies (created or updated), and the orphan marks of claims;
-2. Services and workloads; a workload is not created when its NetworkPolicy or a claim it mounts
-   failed in phase 1, so no login pod ever runs without its policy (that change fails, for its user);
-3. deletes: workloads first, then Services and NetworkPolicies, then claims past their retention.
+1. home claims, NetworkPolicies and login ConfigMaps (created or updated), and the orphan marks of
+   claims;
+2. Services and workloads; a workload is not created when its NetworkPolicy, its login ConfigMap or
+   a claim it mounts failed in phase 1, so no login pod ever runs without its policy (that change
+   fails, for its user);
+3. login pods stuck on an outdated template are deleted (pods.py), for their StatefulSets to
+   recreate them;
+4. deletes: workloads first, then Services, NetworkPolicies and login ConfigMaps, then claims past
+   their retention.
 Creates are applied without `force`: should an object of that name appear between observe and apply,
 a conflicting field makes the API server refuse rather than SUP take it over. Updates are forced:
 they take back the fields SUP owns from whoever changed them by hand. Updates and deletes carry the
@@ -24,7 +29,10 @@ from sup.targets.kube import names
 from sup.targets.kube.client import KubeApiError, KubeClient
 from sup.targets.kube.model import (
     API_KIND,
+    KIND_NAME,
+    LOGIN_CONFIG,
     NETWORK_POLICY,
+    POD,
     PVC,
     SERVICE,
     WORKLOAD,
@@ -36,6 +44,7 @@ from sup.targets.kube.model import (
     ObjectDelete,
     ObjectUpdate,
     OrphanMark,
+    PodReplacement,
     needs,
 )
 
@@ -67,7 +76,7 @@ class _Run:
         try:
             _perform(self.client, self.field_manager, change)
         except KubeApiError as exc:
-            return f"{change.action} {API_KIND[change.kind]} {change.name}: {exc}"
+            return f"{change.action} {KIND_NAME[change.kind]} {change.name}: {exc}"
         return None
 
 
@@ -75,6 +84,8 @@ def _perform(client: KubeClient, field_manager: str, change: KubeChange) -> None
     details = change.details
     if change.action == DELETE and isinstance(details, ObjectDelete):
         client.delete(change.kind, change.name, details.uid or None)
+    elif isinstance(details, PodReplacement):
+        client.delete(POD, change.name, details.uid or None)
     elif isinstance(details, NewObject | ObjectUpdate):
         body = details.manifest
         if isinstance(details, ObjectUpdate) and change.action == UPDATE and details.uid:
@@ -116,8 +127,8 @@ def apply_changes(
         if change.action == REPORT and isinstance(change.details, NotWritten) and change.details.error:
             run.report.failed.append(Failure(change, change.details.error))
 
-    writes = [c for c in changes if c.action in (CREATE, UPDATE)]
-    run.execute([c for c in writes if c.kind in (PVC, NETWORK_POLICY)])
+    writes = [c for c in changes if c.action in (CREATE, UPDATE) and c.kind != POD]
+    run.execute([c for c in writes if c.kind in (PVC, NETWORK_POLICY, LOGIN_CONFIG)])
     failed = {(f.change.kind, f.change.name) for f in run.report.failed if f.change.action != REPORT}
     second: list[KubeChange] = []
     for change in writes:
@@ -132,9 +143,10 @@ def apply_changes(
         else:
             second.append(change)
     run.execute(second)
+    run.execute([c for c in changes if c.kind == POD and c.action == UPDATE])
 
     deletes = [c for c in changes if c.action == DELETE]
-    for kinds in ((WORKLOAD,), (SERVICE, NETWORK_POLICY), (PVC,)):
+    for kinds in ((WORKLOAD,), (SERVICE, NETWORK_POLICY, LOGIN_CONFIG), (PVC,)):
         run.execute([c for c in deletes if c.kind in kinds])
     return run.report
 

@@ -1,4 +1,5 @@
-"""A narrow, typed client for the four kinds of object SUP keeps, on the official `kubernetes` client.
+"""A narrow, typed client for the kinds of object SUP keeps (and the login pods it reads), on the
+official `kubernetes` client.
 
 The official client loads the connection (a kubeconfig, or the pod's service account when SUP runs in
 the cluster: token refresh, TLS, exec plugins) and sends the requests. SUP reads and writes plain JSON
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
 from sup.targets.base import TargetError
-from sup.targets.kube.model import NETWORK_POLICY, PVC, SERVICE, WORKLOAD
+from sup.targets.kube.model import LOGIN_CONFIG, NETWORK_POLICY, POD, PVC, SERVICE, WORKLOAD
 from sup.targets.kube.settings import KubeSettings
 
 APPLY_PATCH = "application/apply-patch+yaml"
@@ -45,6 +46,8 @@ RESOURCES: dict[str, Resource] = {
     WORKLOAD: Resource("/apis/apps/v1", "statefulsets"),
     SERVICE: Resource("/api/v1", "services"),
     NETWORK_POLICY: Resource("/apis/networking.k8s.io/v1", "networkpolicies"),
+    LOGIN_CONFIG: Resource("/api/v1", "configmaps"),
+    POD: Resource("/api/v1", "pods"),  # read (list) and deleted only: pods.py
 }
 
 
@@ -126,7 +129,7 @@ def _load(settings: KubeSettings) -> _ApiClient:
 
 
 class KubeClient:
-    """The namespace's objects of SUP's four kinds, as JSON."""
+    """The namespace's objects of SUP's kinds, as JSON."""
 
     def __init__(self, settings: KubeSettings, api: _ApiClient | None = None) -> None:
         self.namespace = settings.namespace

@@ -15,7 +15,9 @@ in `group_pods`: a shared login StatefulSet, Service and NetworkPolicy. Then:
   `keep`); a user who comes back before that gets the same claim back, unmarked. Home claims follow
   the uid (homes.py): a renamed user keeps theirs, and a claim whose owner's uid is active is never
   retired, whatever its name; in a scoped pass a claim whose owner was not read is left alone;
-- an object being deleted (deletionTimestamp set) is left alone; if it is wanted, that is reported.
+- an object being deleted (deletionTimestamp set) is left alone; if it is wanted, that is reported;
+- a login pod stuck (CrashLoopBackOff, ...) on an outdated template is deleted, so that its
+  StatefulSet recreates it from the current one (pods.py: an `update` of kind `pod`).
 """
 
 from __future__ import annotations
@@ -32,9 +34,11 @@ from sup.targets.base import CREATE, DELETE, REPORT, UPDATE, Change
 from sup.targets.kube import names
 from sup.targets.kube.drift import differences
 from sup.targets.kube.homes import assign_claims, mounted_by_uid, owner_uid
+from sup.targets.kube.login_files import MAX_BYTES, Directory, LoginFiles
 from sup.targets.kube.memo import VERIFIED
 from sup.targets.kube.model import (
     API_KIND,
+    LOGIN_CONFIG,
     NETWORK_POLICY,
     PVC,
     SERVICE,
@@ -52,6 +56,7 @@ from sup.targets.kube.model import (
     Wanted,
     user_object_keys,
 )
+from sup.targets.kube.pods import replacements
 from sup.targets.kube.render import Renderer
 from sup.targets.kube.settings import KubeSettings
 from sup.targets.kube.values import InvalidValue, parse_quantity, parse_retention
@@ -59,8 +64,8 @@ from sup.targets.kube.values import InvalidValue, parse_quantity, parse_retentio
 TARGET = "kube"
 _ACTION_ORDER = {CREATE: 0, UPDATE: 1, DELETE: 2, REPORT: 3}
 # creates and updates: the claim and the policy before the pod; deletes: the pod first
-_KIND_ORDER = {PVC: 0, NETWORK_POLICY: 1, SERVICE: 2, WORKLOAD: 3}
-_DELETE_ORDER = {WORKLOAD: 0, SERVICE: 1, NETWORK_POLICY: 2, PVC: 3}
+_KIND_ORDER = {PVC: 0, NETWORK_POLICY: 1, LOGIN_CONFIG: 2, SERVICE: 3, WORKLOAD: 4}
+_DELETE_ORDER = {WORKLOAD: 0, SERVICE: 1, NETWORK_POLICY: 2, LOGIN_CONFIG: 3, PVC: 4}
 
 
 def plan(
@@ -71,8 +76,9 @@ def plan(
     now: datetime.datetime,
 ) -> list[KubeChange]:
     changes: list[KubeChange] = []
-    wanted = _wanted(desired, observed, renderer, settings, changes)
-    blocked = _blocked(wanted, observed, settings.namespace, changes)
+    refused: set[tuple[str, str]] = set()
+    wanted = _wanted(desired, observed, renderer, settings, changes, refused)
+    blocked = _blocked(wanted, observed, settings.namespace, changes, refused)
     for key, item in wanted.items():
         if key in blocked or item.verified is not None:
             continue
@@ -109,6 +115,11 @@ def plan(
                 changes.extend(_retire_claim(have, retention, now, settings.namespace))
         else:
             changes.append(_delete(have, "not wanted: its user or group is no longer active or provisioned"))
+    changing = {(c.kind, c.name) for c in changes if c.action in (CREATE, UPDATE)}
+    usable = wanted.keys() - blocked
+    changes.extend(
+        replacements(observed.pods.values(), observed.objects, usable, changing, settings.namespace)
+    )
     return sorted(changes, key=_order)
 
 
@@ -126,14 +137,20 @@ def _wanted(
     renderer: Renderer,
     settings: KubeSettings,
     changes: list[KubeChange],
+    refused: set[tuple[str, str]],
 ) -> dict[tuple[str, str], Wanted]:
+    """`refused`: gets the keys of login ConfigMaps SUP will not write (their workloads wait)."""
     items: list[Wanted] = []
     claims = assign_claims(desired.users, observed)
+    directory = Directory(desired)
     for name in sorted(desired.users):
         user = desired.users[name]
         if user.active:
             claim = claims[user.uid_number]
             items.extend(_user_objects(user, claim, observed, renderer, settings.namespace))
+            owner = names.Owner("user", user.username)
+            files = directory.files([user])
+            items.extend(_login_config(owner, files, observed, renderer, changes, refused))
     for group_name in settings.group_pods:
         group = desired.groups.get(group_name)
         if group is None:
@@ -144,6 +161,9 @@ def _wanted(
             continue
         members = [desired.users[m] for m in sorted(group.members) if m in desired.users]
         items.extend(renderer.group_login(group, members, claims))
+        owner = names.Owner("group", group.name)
+        files = directory.files(members)
+        items.extend(_login_config(owner, files, observed, renderer, changes, refused))
     wanted: dict[tuple[str, str], Wanted] = {}
     clashes: dict[tuple[str, str], list[Wanted]] = {}
     for item in items:
@@ -180,12 +200,52 @@ def _user_objects(
     return [replace(w, inputs=inputs) for w in rendered]
 
 
+def _login_config(
+    owner: names.Owner,
+    files: LoginFiles,
+    observed: Observed,
+    renderer: Renderer,
+    changes: list[KubeChange],
+    refused: set[tuple[str, str]],
+) -> list[Wanted]:
+    """The login ConfigMap of `owner`'s pod: from the memo when it was found in sync with the same
+    files at the resourceVersion just read, else built. People whose passwd line would break are
+    reported (and left out); a ConfigMap too big to store is not written, and its pod waits."""
+    subject = owner.name if owner.kind == "user" else None
+    for person, reason in sorted(files.refused.items()):
+        changes.append(Change(TARGET, REPORT, LOGIN_CONFIG, owner.login, NotWritten(reason), person))
+    if owner.kind == "user" and owner.name in files.refused:
+        refused.add((LOGIN_CONFIG, owner.login))
+        return []
+    if files.size > MAX_BYTES:
+        error = (
+            f"the login files of {owner.kind} {owner.name} take {files.size} bytes, more than a "
+            f"ConfigMap holds ({MAX_BYTES}); SUP does not write ConfigMap {owner.login}"
+        )
+        changes.append(Change(TARGET, REPORT, LOGIN_CONFIG, owner.login, NotWritten(error), subject))
+        refused.add((LOGIN_CONFIG, owner.login))
+        return []
+    key = (LOGIN_CONFIG, owner.login)
+    inputs = renderer.login_config_inputs(owner, files)
+    have = observed.objects.get(key)
+    namespace = renderer.namespace
+    needs_ = VERIFIED.verified((namespace, *key), inputs, have.resource_version if have else None)
+    if needs_ is not None:
+        return [Wanted(LOGIN_CONFIG, owner, {}, inputs, needs_)]
+    return [renderer.login_config(owner, files)]
+
+
 def _blocked(
-    wanted: Mapping[tuple[str, str], Wanted], observed: Observed, namespace: str, changes: list[KubeChange]
+    wanted: Mapping[tuple[str, str], Wanted],
+    observed: Observed,
+    namespace: str,
+    changes: list[KubeChange],
+    refused: set[tuple[str, str]],
 ) -> set[tuple[str, str]]:
     """Wanted objects whose name an object SUP did not create holds, and the workloads that need
-    them (a pod never runs without its NetworkPolicy, nor mounts a claim that is not SUP's)."""
-    blocked: set[tuple[str, str]] = set()
+    them or a login ConfigMap SUP refused to write (a pod never runs without its NetworkPolicy and
+    login files, nor mounts a claim that is not SUP's)."""
+    blocked: set[tuple[str, str]] = set(refused)
     for key, item in wanted.items():
         if key in observed.foreign and key not in observed.objects:
             blocked.add(key)
@@ -249,6 +309,13 @@ def summary(kind: str, manifest: Manifest) -> dict[str, Any]:
         }
     if kind == SERVICE:
         return {"type": spec.get("type"), "ports": [p.get("port") for p in spec.get("ports", [])]}
+    if kind == LOGIN_CONFIG:
+        data = manifest.get("data") or {}
+        return {
+            "people": len((data.get("passwd") or "").splitlines()),
+            "groups": len((data.get("group") or "").splitlines()),
+            "keys": sum(len(v.splitlines()) for k, v in data.items() if k.endswith(".keys")),
+        }
     ingress = spec.get("ingress") or []
     sources = [peer.get("ipBlock", {}).get("cidr") for rule in ingress for peer in rule.get("from", [])]
     return {"ssh_from": sources or "nobody", "egress_rules": len(spec.get("egress") or [])}

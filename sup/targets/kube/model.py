@@ -17,13 +17,18 @@ PVC = "pvc"
 WORKLOAD = "workload"
 SERVICE = "service"
 NETWORK_POLICY = "network_policy"
+LOGIN_CONFIG = "login_config"  # a login pod's ConfigMap: passwd, group, keys (login_files.py)
 API_KIND = {
     PVC: "PersistentVolumeClaim",
     WORKLOAD: "StatefulSet",
     SERVICE: "Service",
     NETWORK_POLICY: "NetworkPolicy",
+    LOGIN_CONFIG: "ConfigMap",
 }
 KIND_OF = {api: kind for kind, api in API_KIND.items()}
+# A login pod: never written, only read, and deleted when stuck on an outdated template (pods.py).
+POD = "pod"
+KIND_NAME = {**API_KIND, POD: "Pod"}
 
 
 @dataclass(frozen=True)
@@ -59,22 +64,32 @@ class Wanted:
 
 
 def user_object_keys(owner: Owner, claim: str) -> list[tuple[str, str]]:
-    """(kind, name) of a user's objects: the home claim, and the login policy, Service and workload."""
+    """(kind, name) of a user's objects rendered from templates: the home claim, and the login
+    policy, Service and workload (the login ConfigMap is rendered apart: login_files.py)."""
     return [(PVC, claim), (NETWORK_POLICY, owner.login), (SERVICE, owner.login), (WORKLOAD, owner.login)]
 
 
 def login_keys(owner: Owner) -> list[tuple[str, str]]:
     """(kind, name) of a user's login objects: named by the username, unlike the home claim."""
-    return [(NETWORK_POLICY, owner.login), (SERVICE, owner.login), (WORKLOAD, owner.login)]
+    return [
+        (NETWORK_POLICY, owner.login),
+        (LOGIN_CONFIG, owner.login),
+        (SERVICE, owner.login),
+        (WORKLOAD, owner.login),
+    ]
 
 
 def needs(kind: str, name: str, manifest: Manifest) -> list[tuple[str, str]]:
-    """What a login workload must not run without: its NetworkPolicy, and every claim it mounts."""
+    """What a login workload must not run without: its NetworkPolicy, its login ConfigMap (when it
+    mounts it: a ConfigMap volume named like the workload), and every claim it mounts."""
     if kind != WORKLOAD:
         return []
     volumes = manifest.get("spec", {}).get("template", {}).get("spec", {}).get("volumes") or []
     claims = [v["persistentVolumeClaim"]["claimName"] for v in volumes if "persistentVolumeClaim" in v]
-    return [(NETWORK_POLICY, name), *((PVC, claim) for claim in claims)]
+    config = (
+        [(LOGIN_CONFIG, name)] if any((v.get("configMap") or {}).get("name") == name for v in volumes) else []
+    )
+    return [(NETWORK_POLICY, name), *config, *((PVC, claim) for claim in claims)]
 
 
 @dataclass(frozen=True)
@@ -134,11 +149,14 @@ class Observed:
     refuses to create an object under a name one of them holds.
     `scoped`: only some users' objects were read (observe_users): a home claim whose owner is not
     one of them may belong to a user that was not read, so the plan leaves it to a full pass.
+    `pods`: by name, the login pods of SUP's StatefulSets whose rollout is stuck (pods.py): read only
+    when some StatefulSet's status says so.
     """
 
     objects: Mapping[tuple[str, str], ObservedObject] = field(default_factory=dict)
     foreign: Mapping[tuple[str, str], ObservedObject] = field(default_factory=dict)
     scoped: bool = False
+    pods: Mapping[str, ObservedObject] = field(default_factory=dict)
 
 
 # --- change details: what a plan says and apply.py performs ----------------------------------------
@@ -208,6 +226,33 @@ class ObjectDelete:
 
 
 @dataclass(frozen=True)
+class PodReplacement:
+    """An `update` of a login pod that is stuck on an outdated template: it is deleted (uid
+    precondition) so that its StatefulSet recreates it from the current one. Nothing else goes: the
+    StatefulSet, its claims and the home stay."""
+
+    object: str  # e.g. "Pod login-kim-0"
+    namespace: str
+    workload: str  # the StatefulSet's name
+    waiting: str  # the container's waiting reason, e.g. CrashLoopBackOff
+    old_revision: str  # the pod's controller-revision-hash
+    new_revision: str  # the StatefulSet's status.updateRevision
+    reason: str
+    uid: str
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "object": self.object,
+            "namespace": self.namespace,
+            "replace": f"deleted so that StatefulSet {self.workload} recreates it from its current template",
+            "waiting": self.waiting,
+            "revision": {"old": self.old_revision, "new": self.new_revision},
+            "reason": self.reason,
+            "uid": self.uid,
+        }
+
+
+@dataclass(frozen=True)
 class NotWritten:
     """A `report` of an object SUP will not write: a failure for its subject."""
 
@@ -227,5 +272,5 @@ class Remark:
         return {"reason": self.reason}
 
 
-KubeDetails = NewObject | ObjectUpdate | OrphanMark | ObjectDelete | NotWritten | Remark
+KubeDetails = NewObject | ObjectUpdate | OrphanMark | ObjectDelete | PodReplacement | NotWritten | Remark
 KubeChange = Change[KubeDetails]

@@ -4,8 +4,9 @@ metadata-only list of everything else (paged, each a consistent snapshot).
 An object is SUP's when the API server's managedFields say SUP's field manager server-side applied
 it, not merely because it carries SUP's label: an object somebody labelled by hand stays theirs.
 An object SUP applied whose label was removed by hand is found by the second list and read in full
-(a rare GET), so drift repair puts the label back. Any failed request raises ObserveError: nothing is
-planned, so nothing is deleted, on a partial read.
+(a rare GET), so drift repair puts the label back. Login pods are read (one labelled list) only when
+a StatefulSet's status says its rollout is stuck (pods.py). Any failed request raises ObserveError:
+nothing is planned, so nothing is deleted, on a partial read.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from sup.targets.base import ObserveError
 from sup.targets.kube import names
 from sup.targets.kube.client import KubeApiError, KubeClient
 from sup.targets.kube.homes import mounted_by_uid
-from sup.targets.kube.model import API_KIND, PVC, Observed, ObservedObject, login_keys
+from sup.targets.kube.model import API_KIND, POD, PVC, WORKLOAD, Observed, ObservedObject, login_keys
+from sup.targets.kube.pods import controller, rollout_stuck
 
 OURS = f"{names.MANAGED_BY}={names.MANAGER}"
 OTHERS = f"{names.MANAGED_BY}!={names.MANAGER}"
@@ -39,9 +41,28 @@ def observe(client: KubeClient, field_manager: str) -> Observed:
                 full = client.get(kind, item.name)
                 if full is not None:  # deleted in between: then it is simply not there
                     objects[kind, item.name] = ObservedObject(kind, full)
+        pods = _stuck_pods(
+            client, objects, f"{OURS},{names.COMPONENT_LABEL} in ({names.LOGIN},{names.GROUP_LOGIN})"
+        )
     except KubeApiError as exc:
         raise ObserveError(f"cannot read namespace {client.namespace}: {exc}") from None
-    return Observed(objects, foreign)
+    return Observed(objects, foreign, pods=pods)
+
+
+def _stuck_pods(
+    client: KubeClient, objects: dict[tuple[str, str], ObservedObject], selector: str
+) -> dict[str, ObservedObject]:
+    """The login pods of SUP's StatefulSets whose rollout is stuck: one list, only if there are any."""
+    stuck = {w.name for (kind, _), w in objects.items() if kind == WORKLOAD and rollout_stuck(w)}
+    if not stuck:
+        return {}
+    found: dict[str, ObservedObject] = {}
+    for body in client.list(POD, selector):
+        pod = ObservedObject(POD, body)
+        owner = controller(pod)
+        if owner is not None and owner.get("name") in stuck:
+            found[pod.name] = pod
+    return found
 
 
 def observe_users(client: KubeClient, field_manager: str, usernames: Iterable[str]) -> Observed:
@@ -76,6 +97,10 @@ def observe_users(client: KubeClient, field_manager: str, usernames: Iterable[st
             body = client.get(PVC, name)
             if body is not None:
                 found(PVC, body)
+        pods: dict[str, ObservedObject] = {}
+        if owners:
+            keys = ",".join(sorted({owner.key for owner in owners}))
+            pods = _stuck_pods(client, objects, f"{OURS},{names.USER_LABEL} in ({keys})")
     except KubeApiError as exc:
         raise ObserveError(f"cannot read namespace {client.namespace}: {exc}") from None
-    return Observed(objects, foreign, scoped=True)
+    return Observed(objects, foreign, scoped=True, pods=pods)

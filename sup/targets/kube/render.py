@@ -24,7 +24,8 @@ import yaml
 
 from sup.domain.desired import DesiredGroup, DesiredUser
 from sup.targets.kube import names
-from sup.targets.kube.model import NETWORK_POLICY, PVC, SERVICE, WORKLOAD, Manifest, Wanted
+from sup.targets.kube.login_files import LoginFiles
+from sup.targets.kube.model import LOGIN_CONFIG, NETWORK_POLICY, PVC, SERVICE, WORKLOAD, Manifest, Wanted
 from sup.targets.kube.settings import KubeSettings
 from sup.targets.kube.values import inside
 from sup.targets.templates import templates_dir
@@ -116,6 +117,22 @@ class Renderer:
             self._render(SERVICE, SERVICE_TEMPLATE, owner, context, names.GROUP_LOGIN),
             self._render(WORKLOAD, GROUP_WORKLOAD, owner, context, names.GROUP_LOGIN),
         ]
+
+    def login_config(self, owner: names.Owner, files: LoginFiles) -> Wanted:
+        """The login pod's ConfigMap (login_files.py): built here, not from a template, with the
+        same name, labels and annotation rules as the pod's other objects."""
+        manifest: Manifest = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {},
+            "data": dict(files.data),
+        }
+        _own(manifest, LOGIN_CONFIG, owner, owner.component, self.namespace, "", None)
+        return Wanted(LOGIN_CONFIG, owner, manifest, self.login_config_inputs(owner, files))
+
+    def login_config_inputs(self, owner: names.Owner, files: LoginFiles) -> Hashable:
+        """What a login ConfigMap is built from (the memo's key): not the settings or templates."""
+        return (self.namespace, owner, files.digest())
 
     # --- rendering ---------------------------------------------------------------------------------
 
@@ -212,13 +229,20 @@ def ip_blocks(cidrs: Iterable[str], blocked: Iterable[str]) -> list[dict[str, An
     return result
 
 
-def _network(settings: KubeSettings) -> dict[str, list[dict[str, Any]]]:
+def _network(settings: KubeSettings) -> dict[str, Any]:
+    """ipBlocks for each CIDR setting; `srun_sources` (slurmctld and slurmd, which connect back to
+    srun) only with a `srun_port_range`, which is `srun_ports` ({port, end_port}, or None)."""
     blocked = settings.blocked_cidrs
+    ports = settings.srun_ports
+    callers = list(dict.fromkeys(settings.slurmctld_cidrs + settings.slurmd_cidrs)) if ports else []
     return {
         "ssh_sources": ip_blocks(settings.ssh_sources, blocked),
         "dns": ip_blocks(settings.dns_cidrs, blocked),
         "ldap": ip_blocks(settings.ldap_cidrs, blocked),
         "slurmctld": ip_blocks(settings.slurmctld_cidrs, blocked),
+        "slurmd": ip_blocks(settings.slurmd_cidrs, blocked),
+        "srun_sources": ip_blocks(callers, blocked),
+        "srun_ports": {"port": ports[0], "end_port": ports[1]} if ports else None,
         "egress": ip_blocks(settings.egress_cidrs, blocked),
     }
 

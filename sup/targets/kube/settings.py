@@ -11,14 +11,20 @@ from sup.domain.posix import check_name
 from sup.targets.kube.values import (
     cidr,
     dns_label,
+    dns_subdomain,
     inside,
     label_key,
     label_value,
     overlaps,
     parse_quantity,
     parse_retention,
+    port_range,
     positive_quantity,
 )
+
+# munged's uid in the munge sidecar by default: a system uid (below 1000), outside SUP's default uid
+# ranges; the settings refuse a uid range of SUP's that holds it (spec.py, reserved_uids).
+DEFAULT_MUNGE_UID = 994
 
 
 class KubeSettings(Section):
@@ -49,7 +55,11 @@ class KubeSettings(Section):
         description="how long a home claim outlives its user's deactivation or removal: 'keep' (for "
         "ever) or a duration such as 30d, 12h, 0s",
     )
-    image: str = Field("sup-login:latest", description="login image: sshd (and sssd) as described in README")
+    image: str = Field(
+        "localhost/sup-login:0.1.0",
+        description="login image (README, 'The login image'): scripts/build-images makes this one; a "
+        "site pushes it to its registry and sets the name it has there",
+    )
     image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = "IfNotPresent"
     image_pull_secrets: list[str] = Field(default_factory=list, description="names of Secrets in namespace")
     cpu: str = Field("4", description="CPU limit of a login pod")
@@ -75,6 +85,31 @@ class KubeSettings(Section):
     ldap_ports: list[int] = Field(default_factory=lambda: [389, 636])
     slurmctld_cidrs: list[str] = Field(default_factory=list, description="the Slurm controller(s)")
     slurmctld_ports: list[int] = Field(default_factory=lambda: [6817])
+    slurmd_cidrs: list[str] = Field(
+        default_factory=list,
+        description="the compute nodes' slurmd: srun in a login pod connects to them, and they connect "
+        "back to srun on srun_port_range",
+    )
+    slurmd_ports: list[int] = Field(default_factory=lambda: [6818])
+    srun_port_range: str | None = Field(
+        None,
+        description="ports srun listens on in a login pod (e.g. 60001-63000; set the same SrunPortRange "
+        "in slurm.conf): slurmctld and slurmd may connect to them; required with slurmd_cidrs",
+    )
+    slurm_config_map: str | None = Field(
+        None, description="a ConfigMap in namespace (key slurm.conf) mounted read-only at /etc/slurm"
+    )
+    munge_key_secret: str | None = Field(
+        None,
+        description="a Secret in namespace (key munge.key) mounted only into the login pod's munge "
+        "sidecar, never where the user runs; required with slurm_config_map",
+    )
+    munge_uid: int = Field(
+        DEFAULT_MUNGE_UID,
+        ge=1,
+        le=2147483647,
+        description="uid and gid munged runs as in the munge sidecar: not root, not a uid SUP gives people",
+    )
     egress_cidrs: list[str] = Field(default_factory=list, description="other destinations, every port")
     blocked_cidrs: list[str] = Field(
         default_factory=lambda: ["169.254.169.254/32", "fd00:ec2::254/128"],
@@ -121,13 +156,40 @@ class KubeSettings(Section):
         return {label_key(k): label_value(v) for k, v in value.items()}
 
     @field_validator(
-        "ssh_sources", "dns_cidrs", "ldap_cidrs", "slurmctld_cidrs", "egress_cidrs", "blocked_cidrs"
+        "ssh_sources",
+        "dns_cidrs",
+        "ldap_cidrs",
+        "slurmctld_cidrs",
+        "slurmd_cidrs",
+        "egress_cidrs",
+        "blocked_cidrs",
     )
     @classmethod
     def _cidrs(cls, value: list[str]) -> list[str]:
         return [cidr(v) for v in value]
 
-    @field_validator("ldap_ports", "slurmctld_ports")
+    @field_validator("slurm_config_map")
+    @classmethod
+    def _config_map(cls, value: str | None) -> str | None:
+        return None if value is None else dns_subdomain(value, "ConfigMap name")
+
+    @field_validator("munge_key_secret")
+    @classmethod
+    def _secret(cls, value: str | None) -> str | None:
+        return None if value is None else dns_subdomain(value, "Secret name")
+
+    @field_validator("srun_port_range")
+    @classmethod
+    def _srun_ports(cls, value: str | None) -> str | None:
+        if value is not None:
+            port_range(value)
+        return value
+
+    @property
+    def srun_ports(self) -> tuple[int, int] | None:
+        return None if self.srun_port_range is None else port_range(self.srun_port_range)
+
+    @field_validator("ldap_ports", "slurmctld_ports", "slurmd_ports")
     @classmethod
     def _ports(cls, value: list[int]) -> list[int]:
         for port in value:
@@ -147,7 +209,20 @@ class KubeSettings(Section):
         for limit, request in (("cpu", self.cpu_request), ("memory", self.memory_request)):
             if request is not None and parse_quantity(request) > parse_quantity(getattr(self, limit)):
                 raise ValueError(f"{limit}_request {request} is more than {limit} {getattr(self, limit)}")
-        allowed = self.dns_cidrs + self.ldap_cidrs + self.slurmctld_cidrs + self.egress_cidrs
+        if (self.slurm_config_map is None) != (self.munge_key_secret is None):
+            raise ValueError(
+                "kube.slurm_config_map and kube.munge_key_secret go together: Slurm's commands in a "
+                "login pod authenticate with munge (set both, or neither)"
+            )
+        if self.slurmd_cidrs and self.srun_port_range is None:
+            raise ValueError(
+                "kube.slurmd_cidrs is set but kube.srun_port_range is not: slurmd connects back to srun "
+                "in the login pod, on the ports slurm.conf's SrunPortRange names; set both to the same "
+                "range (e.g. 60001-63000)"
+            )
+        allowed = (
+            self.dns_cidrs + self.ldap_cidrs + self.slurmctld_cidrs + self.slurmd_cidrs + self.egress_cidrs
+        )
         for blocked in self.blocked_cidrs:
             for network in allowed:
                 if overlaps(blocked, network) and not _strictly_inside(blocked, network):

@@ -22,7 +22,11 @@ def _open(context: TargetContext[KubeSettings]) -> KubeTarget:
 
 def can_scope(settings: KubeSettings, scope: Scope, desired: DesiredState) -> bool:
     """Whether a pass may read and plan only the scope's users: not when a group login pod, which
-    mounts its members' homes, depends on what changed (then the whole namespace is read)."""
+    mounts its members' homes, depends on what changed, nor when a shared group changed (its
+    members' login files list it, and the outbox names the group, not who joined or left it); then
+    the whole namespace is read. A private group changes with its user, whom the outbox names."""
+    if any(name in desired.groups and not desired.groups[name].private for name in scope.groups):
+        return False
     if not settings.group_pods:
         return True
     pods = set(settings.group_pods)
@@ -31,6 +35,15 @@ def can_scope(settings: KubeSettings, scope: Scope, desired: DesiredState) -> bo
     return not any(scope.users & desired.groups[g].members for g in pods if g in desired.groups)
 
 
+def reserved_uids(settings: KubeSettings) -> frozenset[int]:
+    """munged's uid in the munge sidecar (when Slurm is configured): never a person's."""
+    return frozenset({settings.munge_uid}) if settings.munge_key_secret else frozenset()
+
+
 SPEC: TargetSpec[KubeSettings] = TargetSpec(
-    name="kube", settings_model=KubeSettings, open=_open, can_scope=can_scope
+    name="kube",
+    settings_model=KubeSettings,
+    open=_open,
+    can_scope=can_scope,
+    reserved_uids=reserved_uids,
 )

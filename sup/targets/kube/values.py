@@ -95,6 +95,29 @@ def dns_label(text: str, what: str = "name") -> str:
     return text
 
 
+def dns_subdomain(text: str, what: str = "name") -> str:
+    """RFC 1123 subdomain: what ConfigMap and Secret names must be (at most 253 characters)."""
+    if len(text) > 253 or not _DNS_SUBDOMAIN.fullmatch(text):
+        raise InvalidValue(
+            f"{what} {text!r} must be at most 253 lower-case letters, digits, '-' or '.', "
+            "starting and ending with a letter or digit"
+        )
+    return text
+
+
+def port_range(text: str) -> tuple[int, int]:
+    """`60001-63000` -> (60001, 63000): unprivileged ports (srun listens as the user), low <= high."""
+    low, dash, high = text.partition("-")
+    if not dash or not low.isdigit() or not high.isdigit():
+        raise InvalidValue(f"{text!r} must be a port range such as 60001-63000")
+    first, last = int(low), int(high)
+    if not 1024 <= first <= last <= 65535:
+        raise InvalidValue(
+            f"port range {text!r} must lie within 1024-65535, its first port not above its last"
+        )
+    return first, last
+
+
 def label_key(text: str) -> str:
     prefix, slash, name = text.rpartition("/")
     if slash and (not prefix or len(prefix) > 253 or not _DNS_SUBDOMAIN.fullmatch(prefix)):

@@ -1,0 +1,137 @@
+"""What a login pod knows about the people who may log in to it (pure): the files of its ConfigMap.
+
+A login pod mounts a ConfigMap of SUP's, named like its StatefulSet, read-only at /etc/sup/login:
+- `passwd`: one /etc/passwd line per person who may log in (a user's pod: that user; a group's pod:
+  the group's active members), sorted by name;
+- `group`: one /etc/group line per group those people are in: each person's primary group (their
+  private group) and every group of SUP's they are a member of, sorted by name; a line lists only
+  the members who are in `passwd` (nobody else is known to the pod);
+- `USERNAME.keys` per person: their SSH public keys, one authorized_keys line each, sorted and
+  without duplicates (as the LDAP target writes `sshPublicKey`).
+
+The login image links /etc/passwd.cache and /etc/group.cache to the first two and reads them with
+libnss-cache (`passwd: files cache`), so `id`, `ls -l` and Slurm's commands resolve SUP's names
+without a daemon or root; sshd reads `AuthorizedKeysFile /etc/sup/login/%u.keys`. The kubelet
+refreshes a mounted ConfigMap in place: a key or membership change reaches the running pod without
+a restart (the StatefulSet does not change).
+
+Rendered here rather than from a template: the files are a format the image parses, not a site's
+choice, and every byte of them comes from the directory; one Python pass over a person's groups is
+also what keeps 10,000 of them cheap (bench/kube_bench.py).
+
+A person whose passwd fields would break a line (a ':' or a control character in a home directory or
+shell stored before SUP checked them) is left out, and the caller reports it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from sup.domain.desired import DesiredGroup, DesiredState, DesiredUser
+
+PASSWD = "passwd"  # noqa: S105 - the file name, not a password
+GROUP = "group"
+KEYS_SUFFIX = ".keys"
+# A ConfigMap holds at most 1 MiB (data and metadata); leave room for the metadata.
+MAX_BYTES = 1_000_000
+
+
+def keys_file(username: str) -> str:
+    """The ConfigMap key (and file name under /etc/sup/login) of a person's authorized_keys."""
+    return f"{username}{KEYS_SUFFIX}"
+
+
+def _unsafe(value: str) -> bool:
+    return ":" in value or any(not c.isprintable() for c in value)
+
+
+def passwd_line(user: DesiredUser) -> str:
+    """`name:x:uid:gid:gecos:home:shell`; the gecos follows the domain's rule (ASCII, no ':')."""
+    return (
+        f"{user.username}:x:{user.uid_number}:{user.gid_number}:{user.gecos}:"
+        f"{user.home_directory}:{user.login_shell}"
+    )
+
+
+def group_line(group: DesiredGroup, members: Iterable[str]) -> str:
+    """`name:x:gid:member1,member2` with the members sorted."""
+    return f"{group.name}:x:{group.gid_number}:{','.join(sorted(members))}"
+
+
+def authorized_keys(user: DesiredUser) -> str:
+    """One key a line, sorted, without duplicates; a key with a control character is dropped (a
+    line break in it would add a line of somebody's choosing)."""
+    keys = sorted({key.strip() for key in user.ssh_public_keys if key.strip().isprintable()})
+    return "".join(f"{key}\n" for key in keys if key)
+
+
+@dataclass(frozen=True)
+class LoginFiles:
+    """The ConfigMap's data, and the people left out of it with the reason."""
+
+    data: dict[str, str]
+    refused: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def size(self) -> int:
+        return sum(len(k.encode()) + len(v.encode()) for k, v in self.data.items())
+
+    def digest(self) -> str:
+        """A hash of the data: what the memo remembers instead of the files themselves."""
+        hashed = hashlib.sha256()
+        for name in sorted(self.data):
+            hashed.update(name.encode() + b"\0" + self.data[name].encode() + b"\0")
+        return hashed.hexdigest()
+
+
+class Directory:
+    """The desired state indexed for login files: groups by member and by gid, built once a pass."""
+
+    def __init__(self, desired: DesiredState) -> None:
+        self.users: Mapping[str, DesiredUser] = desired.users
+        self._by_member: dict[str, list[DesiredGroup]] = {}
+        self._by_gid: dict[int, list[DesiredGroup]] = {}
+        for name in sorted(desired.groups):
+            group = desired.groups[name]
+            self._by_gid.setdefault(group.gid_number, []).append(group)
+            for member in group.members:
+                self._by_member.setdefault(member, []).append(group)
+
+    def files(self, people: Iterable[DesiredUser]) -> LoginFiles:
+        """The files for a pod that these people may log in to."""
+        admitted: dict[str, DesiredUser] = {}
+        refused: dict[str, str] = {}
+        for person in people:
+            bad = [
+                what
+                for what, value in (
+                    ("home directory", person.home_directory),
+                    ("login shell", person.login_shell),
+                )
+                if _unsafe(value)
+            ]
+            if bad:
+                refused[person.username] = (
+                    f"the {' and '.join(bad)} of {person.username} contains ':' or a control "
+                    "character, which would break their passwd line; they are left out of the login "
+                    "pod's passwd until it is changed"
+                )
+            else:
+                admitted[person.username] = person
+        groups: dict[str, DesiredGroup] = {}
+        for person in admitted.values():
+            for group in (
+                *self._by_gid.get(person.gid_number, ()),
+                *self._by_member.get(person.username, ()),
+            ):
+                groups[group.name] = group
+        passwd = "".join(f"{passwd_line(admitted[name])}\n" for name in sorted(admitted))
+        group_text = "".join(
+            f"{group_line(groups[name], groups[name].members & set(admitted))}\n" for name in sorted(groups)
+        )
+        data = {PASSWD: passwd, GROUP: group_text}
+        for name in sorted(admitted):
+            data[keys_file(name)] = authorized_keys(admitted[name])
+        return LoginFiles(data, refused)
