@@ -4,6 +4,7 @@ and then they run `srun`/`sbatch` as themselves; no association, no job; suspend
 
 from __future__ import annotations
 
+import subprocess
 import time
 from collections.abc import Callable
 
@@ -69,6 +70,41 @@ def test_a_provisioned_person_runs_srun_as_themselves(
     assert again.returncode == 0 and again.stdout.strip() == expected
     print(f"srun -A phys id, association known: {again.seconds:.2f} s")
     assert statuses(server, admin, "kim") == {"ldap": "in_sync", "slurm": "in_sync", "kube": "disabled"}
+
+
+def _host_address() -> str:
+    """An address of this host other than loopback, as a pod on the bridge would be given."""
+    shown = subprocess.run(
+        ["ip", "-4", "-o", "addr", "show", "scope", "global"], capture_output=True, text=True, check=True
+    ).stdout
+    addresses = [line.split()[3].split("/")[0] for line in shown.splitlines()]
+    assert addresses, "this test needs an IPv4 address other than loopback"
+    return addresses[0]
+
+
+def test_a_client_slurm_conf_reaches_the_controller_and_the_node_by_address(
+    make_job_stack: Callable[..., Stack],
+) -> None:
+    """What a login pod gets (client_conf + munge's default socket) runs jobs: the daemons listen on
+    every address, and srun finds the controller and the node at the address it is given."""
+    stack = make_job_stack()
+    server = stack.serve()
+    _onboard(server, stack.token(), "kim")
+    jobs = _jobs(stack)
+    jobs.first_job("kim", "phys", timeout=60)
+    address = _host_address()
+    conf = jobs.write_client_conf(address)
+    assert f"({address})" in conf.read_text() and "AuthInfo" not in conf.read_text()
+
+    job = jobs.run_as("kim", jobs.bin["srun"], "-A", "phys", "id", conf=conf)
+    assert job.returncode == 0, job.output
+    assert job.stdout.strip() == _id_in_the_directory(stack, "kim")
+    submitted = jobs.run_as(
+        "kim", jobs.bin["sbatch"], "--parsable", "-A", "phys", "--wrap", "true", conf=conf
+    )
+    assert submitted.returncode == 0, submitted.output
+    assert jobs.wait_job(submitted.stdout.strip().split(";")[0]) == "COMPLETED"
+    assert len(jobs.munge_key) >= 32
 
 
 def test_an_sbatch_job_completes_and_its_output_shows_the_person(

@@ -186,6 +186,16 @@ class SlurmController:
         ]
         return "\n".join(lines) + "\n"
 
+    def write_client_conf(self, controller_address: str) -> Path:
+        """client_conf(controller_address) in a file every user can read (for `run_as(conf=...)`)."""
+        directory = self.root / "clients" / controller_address
+        directory.mkdir(mode=0o755, parents=True, exist_ok=True)
+        (self.root / "clients").chmod(0o755)
+        conf = directory / "slurm.conf"
+        conf.write_text(self.client_conf(controller_address))
+        conf.chmod(0o644)
+        return conf
+
     @property
     def munge_key(self) -> bytes:
         """The munge key (the slurmdbd fixture's): what a client's munged needs, e.g. in a Secret."""
@@ -351,11 +361,22 @@ class SlurmController:
         raise AssertionError(f"job {job_id} still {self.job_state(job_id)} after {timeout} s")
 
     def first_job(self, user: str, account: str, timeout: float = 60) -> tuple[Job, float]:
-        """Retry `srun -A ACCOUNT id` as `user` until it succeeds (the user is on the node and
-        slurmctld has their association): that job, and the seconds waited from the call. The piece
-        a benchmark times from a POST to a person's first job."""
+        """Wait for the user's association in slurmdbd, then retry `srun -A ACCOUNT id` as `user`
+        until it succeeds (slurmctld has the association and resolved the user): that job, and the
+        seconds waited from the call. The piece a benchmark times from a POST to a person's first job.
+
+        It looks the user up on the node only once the association exists. slurmctld resolves a
+        user's uid when slurmdbd sends it the association and, if NSS says "no such user" then,
+        refuses their jobs until `scontrol reconfigure` or its hourly retry. A lookup before SUP
+        wrote the user would leave that answer in sssd's negative cache (seen: first jobs refused
+        for a minute and more)."""
         started = time.monotonic()
         last = "never tried"
+        where = ["where", f"cluster={self.cluster}", f"account={account}", f"user={user}"]
+        while not self.slurmdbd.show("association", *where, "format=User"):
+            if time.monotonic() - started > timeout:
+                raise AssertionError(f"{user} has no association with {account} after {timeout} s")
+            time.sleep(0.1)
         while time.monotonic() - started < timeout:
             try:
                 job = self.srun(user, "-A", account, "id")
@@ -372,6 +393,12 @@ class SlurmController:
         """`argv` as a command line that runs it as root in the namespace with this cluster's
         slurm.conf (for a setting that names a command, such as slurm.running_jobs_command)."""
         return [*self._nsenter(self.root), "env", f"SLURM_CONF={self.conf}", *argv]
+
+    def reconfigure(self) -> None:
+        """`scontrol reconfigure`: among other things slurmctld then resolves the uids of users it
+        could not resolve when their associations arrived."""
+        done = self._slurm("scontrol", "reconfigure")
+        assert done.returncode == 0, done.stderr
 
     def cancel(self, *job_ids: str) -> None:
         self._slurm("scancel", *job_ids)
