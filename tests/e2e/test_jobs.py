@@ -59,8 +59,12 @@ def test_a_provisioned_person_runs_srun_as_themselves(
     admin = stack.token()
     started = time.monotonic()
     _onboard(server, admin, "kim")
-    job, _ = _jobs(stack).first_job("kim", "phys", timeout=60)
-    print(f"POST to the first srun done: {time.monotonic() - started:.2f} s (that srun {job.seconds:.2f} s)")
+    first = _jobs(stack).first_job("kim", "phys", timeout=60)
+    job = first.job
+    print(
+        f"POST to the association in slurmdbd {first.association_seconds:.2f} s, to the first srun done"
+        f" {time.monotonic() - started:.2f} s ({first.attempts} srun, the last {job.seconds:.2f} s)"
+    )
 
     expected = _id_in_the_directory(stack, "kim")
     assert job.stdout.strip() == expected  # the job ran on the node as kim, with kim's groups
@@ -171,7 +175,7 @@ def test_a_suspended_persons_new_jobs_are_refused_and_run_again_after_reactivati
 
     reactivated = time.monotonic()
     _active(server, admin, "kim", True)
-    job, _ = jobs.first_job("kim", "phys", timeout=60)
+    job = jobs.first_job("kim", "phys", timeout=60).job
     print(f"reactivation to kim's srun done: {time.monotonic() - reactivated:.2f} s")
     assert job.stdout.startswith("uid=") and "(kim)" in job.stdout
 

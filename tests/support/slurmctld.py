@@ -103,6 +103,17 @@ class Job:
         return self.stdout + self.stderr
 
 
+@dataclass(frozen=True)
+class FirstJob:
+    """A person's first job (`SlurmController.first_job`), timed from the call: when their
+    association was in slurmdbd, when the job had run (`seconds`), and how many sruns it took."""
+
+    job: Job
+    association_seconds: float
+    seconds: float
+    attempts: int
+
+
 class SlurmController:
     """slurmctld + one slurmd (node `supnode`, partition `debug`) in `sssd`'s mount namespace."""
 
@@ -360,10 +371,10 @@ class SlurmController:
             time.sleep(0.2)
         raise AssertionError(f"job {job_id} still {self.job_state(job_id)} after {timeout} s")
 
-    def first_job(self, user: str, account: str, timeout: float = 60) -> tuple[Job, float]:
+    def first_job(self, user: str, account: str, timeout: float = 60) -> FirstJob:
         """Wait for the user's association in slurmdbd, then retry `srun -A ACCOUNT id` as `user`
-        until it succeeds (slurmctld has the association and resolved the user): that job, and the
-        seconds waited from the call. The piece a benchmark times from a POST to a person's first job.
+        until it succeeds (slurmctld has the association and resolved the user). The piece a
+        benchmark times from a POST to a person's first job: call it right after the POST.
 
         It looks the user up on the node only once the association exists. slurmctld resolves a
         user's uid when slurmdbd sends it the association and, if NSS says "no such user" then,
@@ -371,22 +382,24 @@ class SlurmController:
         wrote the user would leave that answer in sssd's negative cache (seen: first jobs refused
         for a minute and more)."""
         started = time.monotonic()
-        last = "never tried"
         where = ["where", f"cluster={self.cluster}", f"account={account}", f"user={user}"]
         while not self.slurmdbd.show("association", *where, "format=User"):
             if time.monotonic() - started > timeout:
                 raise AssertionError(f"{user} has no association with {account} after {timeout} s")
-            time.sleep(0.1)
+            time.sleep(0.05)
+        associated = time.monotonic() - started
+        attempts, last = 0, "never tried"
         while time.monotonic() - started < timeout:
+            attempts += 1
             try:
                 job = self.srun(user, "-A", account, "id")
             except LookupError as exc:
                 last = str(exc)
             else:
                 if job.returncode == 0:
-                    return job, time.monotonic() - started
+                    return FirstJob(job, associated, time.monotonic() - started, attempts)
                 last = job.output.strip()
-            time.sleep(0.2)
+            time.sleep(0.1)
         raise AssertionError(f"{user}'s first job did not run within {timeout} s: {last}")
 
     def as_root_argv(self, *argv: str) -> list[str]:
