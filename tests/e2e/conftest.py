@@ -14,6 +14,7 @@ from sup.store import migrate
 from tests.e2e.stack import Stack
 from tests.support.kubeapi import KubeApiServer
 from tests.support.slapd import SlapdServer
+from tests.support.slurmctld import JobCluster
 from tests.support.slurmdbd import SlurmdbdServer
 
 _numbers = itertools.count(1)
@@ -64,3 +65,51 @@ def make_stack(
 @pytest.fixture
 def stack(make_stack: Callable[..., Stack]) -> Stack:
     return make_stack()
+
+
+@pytest.fixture
+def make_job_stack(
+    slurm_jobs: JobCluster,
+    slurmdbd: SlurmdbdServer,
+    postgres_template: str,
+    new_postgres_database: Callable[[bool], str],
+    tmp_path: Path,
+) -> Iterator[Callable[..., Stack]]:
+    """Factory: make_job_stack(slurm=None, **reconcile) -> a Stack without Kubernetes whose LDAP base
+    and Slurm cluster are the real slurmctld's (`stack.jobs`), emptied first. Each stack allocates ids
+    from ranges of its own, so that no uid means two people to the session's controller and sssd."""
+    stacks: list[Stack] = []
+
+    def make(slurm: dict[str, Any] | None = None, **reconcile: Any) -> Stack:
+        slurm_jobs.reset()
+        slurmdbd.reset(keep_clusters=[slurmdbd.cluster])
+        number = next(_numbers)
+        database_url = new_postgres_database(True)
+        migrate.upgrade(database_url)
+        config: dict[str, Any] = {
+            "database_url": database_url,
+            "ldap": dict(slurm_jobs.ldap),
+            "slurm": {
+                "cluster": slurm_jobs.cluster,
+                "sacctmgr": slurmdbd.bin["sacctmgr"],
+                "lock_dir": str(tmp_path / "locks"),
+                **(slurm or {}),
+            },
+            "ids": {
+                "uid_range": {"min": 20000 + 100 * number, "max": 20099 + 100 * number},
+                "gid_range": {"min": 60000 + 100 * number, "max": 60099 + 100 * number},
+            },
+            "reconcile": {
+                "interval_seconds": 3600,
+                "debounce_seconds": 0.2,
+                "poll_seconds": 0.2,
+                **reconcile,
+            },
+        }
+        stack = Stack(slurm_jobs.slapd, slurmdbd, None, config, tmp_path, jobs=slurm_jobs)
+        stacks.append(stack)
+        return stack
+
+    yield make
+    for stack in stacks:
+        stack.stop()

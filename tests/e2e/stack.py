@@ -1,6 +1,8 @@
 """The whole system for end-to-end tests: a store, the three real targets (a fresh LDAP base DN with a
 real sssd reading it, a fresh Slurm cluster in slurmdbd, a fresh Kubernetes namespace), and `sup serve`
-as a real process with its reconciler, configured through a SUP_CONFIG file as an operator would."""
+as a real process with its reconciler, configured through a SUP_CONFIG file as an operator would.
+A job stack (`jobs`) has no Kubernetes: its LDAP base and Slurm cluster are those of a real slurmctld +
+slurmd (tests/support/slurmctld.py), so that the people SUP provisions run jobs."""
 
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from tests.support.cli import run_sup, sup_env
 from tests.support.kubeapi import KubeApiServer, collection
 from tests.support.server import SupServer
 from tests.support.slapd import SlapdServer
+from tests.support.slurmctld import JobCluster
 from tests.support.slurmdbd import SlurmdbdServer
 from tests.support.sssd import NEGATIVE_TIMEOUT, SSSD_TEST_OPTIONS, SssdServer
 
@@ -36,11 +39,17 @@ KUBE_KINDS = {
 class Stack:
     slapd: SlapdServer
     slurmdbd: SlurmdbdServer
-    kubeapi: KubeApiServer
+    kube_server: KubeApiServer | None  # None in a job stack
     config: dict[str, Any]
     directory: Path
     servers: list[SupServer] = field(default_factory=list)
-    sssd: SssdServer | None = None
+    sssd: SssdServer | None = None  # started by start_sssd (a job stack reads `jobs.sssd`)
+    jobs: JobCluster | None = None
+
+    @property
+    def kubeapi(self) -> KubeApiServer:
+        assert self.kube_server is not None, "a job stack has no Kubernetes"
+        return self.kube_server
 
     # --- running SUP ----------------------------------------------------------------------------------
 
@@ -92,8 +101,9 @@ class Stack:
         return str(self.config["kube"]["namespace"])
 
     def getent(self, user: str) -> str | None:
-        assert self.sssd is not None
-        return self.sssd.getent("passwd", user)
+        sssd = self.sssd or (self.jobs.sssd if self.jobs is not None else None)
+        assert sssd is not None
+        return sssd.getent("passwd", user)
 
     def associations(self) -> set[tuple[str, str]]:
         """(account, user) of every user association on this test's cluster (but Slurm's root)."""

@@ -1,7 +1,8 @@
 """The real servers, one of each for the whole test session, shared by every test directory
 (registered as a pytest plugin by tests/conftest.py): slapd (one per directory schema), munge +
-MariaDB + slurmdbd, etcd + kube-apiserver, a real single-node Kubernetes that runs pods
-(`kube_cluster`), and Keycloak, plus the helm and chromium binaries.
+MariaDB + slurmdbd, slurmctld + slurmd beside it (with an sssd reading an LDAP base of their own),
+etcd + kube-apiserver, a real single-node Kubernetes that runs pods (`kube_cluster`), and Keycloak,
+plus the helm and chromium binaries.
 
 Each starts on free loopback ports in a temp dir the first time a test asks for it. Tests isolate
 themselves inside a server (a fresh base DN, cluster or namespace), never by restarting it.
@@ -21,7 +22,9 @@ from tests.support.keycloak import KeycloakServer, KeycloakUnavailable
 from tests.support.kubeapi import KubeApiServer, KubeApiUnavailable
 from tests.support.kubenode import KubeCluster, KubeClusterUnavailable
 from tests.support.slapd import SlapdServer, SlapdUnavailable
+from tests.support.slurmctld import JobCluster, SlurmctldUnavailable, start_job_cluster
 from tests.support.slurmdbd import SlurmdbdServer, SlurmdbdUnavailable
+from tests.support.sssd import SssdUnavailable
 
 
 class _Server(Protocol):
@@ -31,7 +34,9 @@ class _Server(Protocol):
 S = TypeVar("S", bound=_Server)
 
 
-def _running(start: Callable[[], S], unavailable: type[Exception]) -> Iterator[S]:
+def _running(
+    start: Callable[[], S], unavailable: type[Exception] | tuple[type[Exception], ...]
+) -> Iterator[S]:
     """Start a server for the session (skipped, which CI turns into a failure, when this machine
     cannot run it) and stop it at the end."""
     try:
@@ -67,6 +72,15 @@ def slapd_rfc2307() -> Iterator[SlapdServer]:
 @pytest.fixture(scope="session")
 def slurmdbd() -> Iterator[SlurmdbdServer]:
     yield from _running(_slurmdbd, SlurmdbdUnavailable)
+
+
+@pytest.fixture(scope="session")
+def slurm_jobs(slapd_rfc2307bis: SlapdServer, slurmdbd: SlurmdbdServer) -> Iterator[JobCluster]:
+    """slurmctld + slurmd on slurmdbd's cluster, resolving users through an LDAP base of their own
+    (`slurm_jobs.ldap`: the `ldap` settings for SUP) read by an sssd in whose namespace they run."""
+    yield from _running(
+        lambda: start_job_cluster(slapd_rfc2307bis, slurmdbd), (SlurmctldUnavailable, SssdUnavailable)
+    )
 
 
 @pytest.fixture(scope="session")

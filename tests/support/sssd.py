@@ -50,6 +50,9 @@ SSSD_TEST_OPTIONS = (
 )
 
 
+SSSD_COMMAND = ("sssd", "-i", "-d", "2", "--logger=stderr", "-c", "/etc/sssd/sssd.conf")
+
+
 class SssdUnavailable(RuntimeError):
     pass
 
@@ -84,6 +87,20 @@ class SssdServer:
         self.log_path = self.root / "sssd.log"
 
     def start(self, timeout: float = 30) -> SssdServer:
+        script = "\n".join([*self._mounts(), f"exec {' '.join(SSSD_COMMAND)}"])
+        self._log = self.log_path.open("wb")
+        # unshare execs sh, which execs sssd: self.process.pid is sssd's monitor, in the namespace.
+        self.process = subprocess.Popen(
+            ["unshare", "--mount", "--propagation", "private", "sh", "-c", script],
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
+        self._wait_ready(self.process, timeout)
+        return self
+
+    def _mounts(self) -> list[str]:
+        """Write sssd's files in the temp dir; the shell lines that bind-mount them over sssd's fixed
+        paths (and nsswitch.conf) in a new mount namespace."""
         etc = self.root / "etc-sssd"
         (etc / "conf.d").mkdir(parents=True, exist_ok=True)
         conf = etc / "sssd.conf"
@@ -94,27 +111,20 @@ class SssdServer:
             (state / sub).mkdir(parents=True, exist_ok=True)
         (self.root / "run").mkdir(exist_ok=True)
         (self.root / "nsswitch.conf").write_text(NSSWITCH)
-        script = "\n".join(
-            [
-                "set -e",
-                f"mount --bind {etc} /etc/sssd",
-                f"mount --bind {state} /var/lib/sss",
-                f"mount --bind {self.root / 'run'} /run",
-                f"mount --bind {self.root / 'nsswitch.conf'} /etc/nsswitch.conf",
-                "exec sssd -i -d 2 --logger=stderr -c /etc/sssd/sssd.conf",
-            ]
-        )
-        self._log = self.log_path.open("wb")
-        # unshare execs sh, which execs sssd: self.process.pid is sssd's monitor, in the namespace.
-        self.process = subprocess.Popen(
-            ["unshare", "--mount", "--propagation", "private", "sh", "-c", script],
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-        )
+        return [
+            "set -e",
+            f"mount --bind {etc} /etc/sssd",
+            f"mount --bind {state} /var/lib/sss",
+            f"mount --bind {self.root / 'run'} /run",
+            f"mount --bind {self.root / 'nsswitch.conf'} /etc/nsswitch.conf",
+        ]
+
+    def _wait_ready(self, sssd: subprocess.Popen[bytes], timeout: float) -> None:
+        """Wait until the `sssd` process serves its nss, sudo and ssh responders."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise SssdUnavailable(f"sssd exited with {self.process.returncode}: {self.log()}")
+            if sssd.poll() is not None:
+                raise SssdUnavailable(f"sssd exited with {sssd.returncode}: {self.log()}")
             ready = self.run(
                 "sh",
                 "-c",
@@ -122,7 +132,7 @@ class SssdServer:
                 check=False,
             )
             if ready.returncode == 0:
-                return self
+                return
             time.sleep(0.1)
         raise SssdUnavailable(f"sssd did not start in {timeout}s: {self.log()}")
 
