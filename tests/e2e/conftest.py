@@ -11,8 +11,11 @@ from typing import Any
 import pytest
 
 from sup.store import migrate
+from tests.e2e.login_site import MUNGE_SECRET, SLURM_CONFIG_MAP, LoginSite, slurm_objects
 from tests.e2e.stack import Stack
+from tests.support.images import LOGIN_IMAGE, ImagesUnavailable, build_images
 from tests.support.kubeapi import KubeApiServer
+from tests.support.kubenode import KubeCluster
 from tests.support.slapd import SlapdServer
 from tests.support.slurmctld import JobCluster
 from tests.support.slurmdbd import SlurmdbdServer
@@ -113,3 +116,58 @@ def make_job_stack(
     yield make
     for stack in stacks:
         stack.stop()
+
+
+@pytest.fixture(scope="session")
+def login_image(kube_cluster: KubeCluster) -> str:
+    """SUP's login image (scripts/build-images, cached), imported into the test node."""
+    try:
+        images = build_images()
+    except ImagesUnavailable as exc:
+        pytest.skip(str(exc))
+    kube_cluster.import_image(images.login)
+    return LOGIN_IMAGE
+
+
+@pytest.fixture
+def make_login_site(
+    make_job_stack: Callable[..., Stack], kube_cluster: KubeCluster, login_image: str, tmp_path: Path
+) -> Callable[..., LoginSite]:
+    """Factory: make_login_site(pod_security="restricted", **kube) -> a LoginSite (not started): a job
+    stack whose `kube` section provisions into a fresh namespace of the real node, with Slurm's client
+    configuration and munge key there (tests/e2e/login_site.py)."""
+
+    def make(pod_security: str = "restricted", **kube: Any) -> LoginSite:
+        stack = make_job_stack()
+        assert stack.jobs is not None
+        controller = stack.jobs.controller
+        namespace = kube_cluster.new_namespace("login", pod_security=pod_security)
+        gateway = f"{kube_cluster.pod_gateway}/32"
+        slurm_objects(
+            kube_cluster, namespace, controller.client_conf(kube_cluster.pod_gateway), controller.munge_key
+        )
+        stack.kube_server = kube_cluster.apiserver
+        stack.config["kube"] = {
+            "namespace": namespace,
+            "kubeconfig": str(kube_cluster.kubeconfig),
+            "image": login_image,
+            "image_pull_policy": "Never",
+            "home_storage_class": kube_cluster.storage_class,
+            "home_size": "64Mi",
+            "cpu": "1",
+            "memory": "512Mi",
+            "cpu_request": "20m",
+            "memory_request": "32Mi",
+            "ssh_sources": [f"{kube_cluster.node_ip}/32"],
+            "slurmctld_cidrs": [gateway],
+            "slurmctld_ports": [controller.ctld_port],
+            "slurmd_cidrs": [gateway],
+            "slurmd_ports": [controller.slurmd_port],
+            "srun_port_range": f"{controller.srun_ports[0]}-{controller.srun_ports[1]}",
+            "slurm_config_map": SLURM_CONFIG_MAP,
+            "munge_key_secret": MUNGE_SECRET,
+            **kube,
+        }
+        return LoginSite(stack, kube_cluster, tmp_path)
+
+    return make

@@ -68,8 +68,8 @@ class Stack:
         assert result.returncode == 0, result.stderr
         return result.stdout
 
-    def serve(self, name: str = "serve") -> SupServer:
-        server = SupServer(self.env(), self.directory / f"{name}-{len(self.servers)}.log")
+    def serve(self, name: str = "serve", host: str = "127.0.0.1") -> SupServer:
+        server = SupServer(self.env(), self.directory / f"{name}-{len(self.servers)}.log", host=host)
         self.servers.append(server)
         return server
 

@@ -14,13 +14,17 @@ from tests.support.processes import stop_process
 
 
 class SupServer:
-    def __init__(self, env: dict[str, str], log: Path, log_level: str = "warning") -> None:
+    def __init__(
+        self, env: dict[str, str], log: Path, log_level: str = "warning", host: str = "127.0.0.1"
+    ) -> None:
+        """`host`: the address it listens on (0.0.0.0 where a test shows a pod cannot reach it);
+        the tests reach it on loopback either way."""
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = log
         self._log = log.open("w")
         self.process = subprocess.Popen(
-            [sup_executable(), "serve", "--port", str(self.port), "--log-level", log_level],
+            [sup_executable(), "serve", "--host", host, "--port", str(self.port), "--log-level", log_level],
             env=env,
             stdout=self._log,
             stderr=subprocess.STDOUT,

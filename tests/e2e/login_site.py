@@ -1,0 +1,182 @@
+"""SUP provisioning people onto the real test node (tests/support/kubenode.py), so that they log in.
+
+A `LoginSite` is a job stack (tests/e2e/conftest.py: `sup serve` with its LDAP base and Slurm cluster
+those of the real slurmctld + slurmd) whose `kube` section points at the real cluster: login pods run
+SUP's login image (scripts/build-images, imported into the node), homes are local volumes, the Slurm
+client configuration is a ConfigMap naming the controller at the node's address on the pod bridge, and
+the munge key is a Secret only the pods' munge sidecar mounts. People reach their pod with `ssh` from
+the host through its Service's ClusterIP (kube-proxy), as `ssh_sources` allows.
+"""
+
+from __future__ import annotations
+
+import base64
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from tests.e2e.stack import Stack
+from tests.support.kubenode import KubeCluster
+from tests.support.server import SupServer
+
+API = "/api/v1"
+SLURM_CONFIG_MAP = "slurm-conf"
+MUNGE_SECRET = "munge-key"
+SSH_FAILED = 255  # ssh's own exit status: refused, unreachable, authentication failed
+
+
+@dataclass
+class Person:
+    name: str
+    key: Path  # the private key file; `key.pub` beside it
+
+    @property
+    def public(self) -> str:
+        return Path(f"{self.key}.pub").read_text().strip()
+
+
+def new_person(directory: Path, name: str, suffix: str = "") -> Person:
+    """A person with an ed25519 key pair made by ssh-keygen (as a researcher would)."""
+    key = directory / f"{name}{suffix}_ed25519"
+    subprocess.run(
+        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"{name}{suffix}@test", "-f", str(key)],
+        check=True,
+        capture_output=True,
+    )
+    return Person(name, key)
+
+
+@dataclass
+class LoginSite:
+    stack: Stack
+    cluster: KubeCluster
+    directory: Path
+    server: SupServer | None = None
+    admin: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def namespace(self) -> str:
+        return self.stack.namespace
+
+    def start(self, host: str = "127.0.0.1") -> LoginSite:
+        self.server = self.stack.serve(host=host)
+        self.admin = self.admin or self.stack.token()
+        return self
+
+    def restart(self) -> None:
+        """Stop `sup serve` and start it again (after a change to `stack.config`)."""
+        assert self.server is not None
+        self.server.stop()
+        self.stack.servers.remove(self.server)
+        self.server = self.stack.serve()
+
+    # --- the admin API -----------------------------------------------------------------------------
+
+    def call(self, method: str, path: str, body: dict[str, Any] | None = None) -> httpx.Response:
+        assert self.server is not None
+        return httpx.request(
+            method, f"{self.server.url}{API}/{path}", json=body, headers=self.admin, timeout=30
+        )
+
+    def post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        response = self.call("POST", path, body)
+        assert response.status_code == 201, response.text
+        return dict(response.json())
+
+    def patch(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        response = self.call("PATCH", path, body)
+        assert response.status_code == 200, response.text
+        return dict(response.json())
+
+    def add(self, person: Person, *groups: str) -> dict[str, Any]:
+        return self.post(
+            "users", {"username": person.name, "groups": list(groups), "ssh_public_keys": [person.public]}
+        )
+
+    # --- what the cluster runs -----------------------------------------------------------------------
+
+    def pod_of(self, login: str) -> str:
+        """The pod of a login StatefulSet (`login-KEY` or `group-KEY`)."""
+        return f"{login}-0"
+
+    def wait_ready(self, login: str, timeout: float = 120) -> dict[str, Any]:
+        self.cluster.wait_for(
+            lambda: self.cluster.api.get(f"/api/v1/namespaces/{self.namespace}/pods/{self.pod_of(login)}"),
+            f"SUP's pod {self.pod_of(login)}",
+            timeout=timeout,
+        )
+        return self.cluster.wait_pod_ready(self.namespace, self.pod_of(login), timeout=timeout)
+
+    def service_ip(self, login: str) -> str:
+        service = self.cluster.api.get(f"/api/v1/namespaces/{self.namespace}/services/{login}")
+        assert service is not None, f"no Service {login}"
+        return str(service["spec"]["clusterIP"])
+
+    def gone(self, path: str) -> bool:
+        return self.cluster.api.get(f"/api/v1/namespaces/{self.namespace}/{path}") is None
+
+    # --- ssh -------------------------------------------------------------------------------------------
+
+    def ssh(
+        self,
+        person: Person,
+        login: str,
+        command: str,
+        *,
+        as_user: str | None = None,
+        known_hosts: Path | None = None,
+        timeout: float = 60,
+    ) -> subprocess.CompletedProcess[str]:
+        """`ssh USER@<the login Service's ClusterIP> COMMAND` with the person's key only. With
+        `known_hosts` the host key must match the one recorded there (the first call records it)."""
+        hosts = known_hosts or self.directory / f"known_hosts-{time.monotonic_ns()}"
+        argv = [
+            "ssh",
+            "-i", str(person.key),
+            "-o", "IdentitiesOnly=yes",
+            "-o", "BatchMode=yes",
+            "-o", "ConnectTimeout=10",
+            "-o", f"UserKnownHostsFile={hosts}",
+            "-o", "StrictHostKeyChecking=accept-new",
+            "-o", "LogLevel=ERROR",
+            "-p", "22",
+            f"{as_user or person.name}@{self.service_ip(login)}",
+            command,
+        ]  # fmt: skip
+        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+
+    def ssh_ok(self, person: Person, login: str, command: str, **kwargs: Any) -> str:
+        result = self.ssh(person, login, command, **kwargs)
+        assert result.returncode == 0, (result.returncode, result.stdout, result.stderr)
+        return result.stdout
+
+    def wait_ssh(self, person: Person, login: str, timeout: float = 60) -> float:
+        """Seconds until `ssh ... true` succeeds (a new Service can refuse for a moment)."""
+        started = time.monotonic()
+        last: subprocess.CompletedProcess[str] | None = None
+        while time.monotonic() - started < timeout:
+            last = self.ssh(person, login, "true", timeout=20)
+            if last.returncode == 0:
+                return time.monotonic() - started
+            time.sleep(0.5)
+        raise AssertionError(f"ssh {person.name}@{login} did not succeed within {timeout} s: {last}")
+
+
+def slurm_objects(cluster: KubeCluster, namespace: str, slurm_conf: str, munge_key: bytes) -> None:
+    """The site's Slurm client configuration and munge key in the users' namespace, as an operator
+    creates them (SUP only names them in the pods it writes)."""
+    cluster.api.create(
+        f"/api/v1/namespaces/{namespace}/configmaps",
+        {"metadata": {"name": SLURM_CONFIG_MAP}, "data": {"slurm.conf": slurm_conf}},
+    )
+    cluster.api.create(
+        f"/api/v1/namespaces/{namespace}/secrets",
+        {
+            "metadata": {"name": MUNGE_SECRET},
+            "data": {"munge.key": base64.b64encode(munge_key).decode()},
+        },
+    )
