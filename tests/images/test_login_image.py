@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.images.login import LoginPod, Person, make_emptydir, make_key
-from tests.support.chroot import Identity, run, start
+from tests.images.login import LoginPod, Person, make_key
+from tests.support.chroot import Identity, make_emptydir, run, start
 from tests.support.processes import stop_process
 
 pytestmark = pytest.mark.timeout(1800)  # the first test may build the images
