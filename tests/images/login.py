@@ -7,14 +7,13 @@ free loopback port with keys made by ssh-keygen.
 
 from __future__ import annotations
 
-import os
 import socket
 import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.support.chroot import Chroot, Identity, start
+from tests.support.chroot import Chroot, Identity, make_emptydir, start
 from tests.support.ports import free_port
 from tests.support.processes import stop_process
 
@@ -40,14 +39,6 @@ def make_key(directory: Path, name: str) -> Path:
     """A new ed25519 key pair; the private key's path (the public one is PATH.pub)."""
     path = directory / name
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", name, "-f", str(path)], check=True)
-    return path
-
-
-def make_emptydir(path: Path, owner: int = 0, mode: int = 0o777) -> Path:
-    """A directory as the kubelet makes an emptyDir (root's, mode 0777) or a volume root."""
-    path.mkdir(parents=True, exist_ok=True)
-    os.chown(path, owner, owner)
-    path.chmod(mode)
     return path
 
 

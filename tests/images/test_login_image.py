@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.images.login import LoginPod, Person, make_emptydir, make_key
-from tests.support.chroot import Identity, run, start
+from tests.images.login import LoginPod, Person, make_key
+from tests.support.chroot import Identity, make_emptydir, run, start
 from tests.support.processes import stop_process
 
 pytestmark = pytest.mark.timeout(1800)  # the first test may build the images
@@ -123,9 +123,7 @@ def test_group_pod_lets_each_member_in_as_themselves_and_nobody_else(pod: LoginP
     pod.write_maps([ALICE, BOB, CAROL], {LAB[0]: (LAB[1], [ALICE, BOB])})
     for person in (ALICE, BOB, CAROL):
         pod.authorize(person, keys[person.name])
-    homes = make_emptydir(tmp_path / "homes", mode=0o755)
-    for person in (ALICE, BOB):
-        make_emptydir(homes / person.name, owner=person.uid, mode=0o700)
+    homes = make_emptydir(tmp_path / "homes")  # scratch: an emptyDir; the entrypoint makes the homes
     pod.start_group(*LAB, homes)  # as root, with only SETUID, SETGID, SYS_CHROOT, AUDIT_WRITE
 
     for person in (ALICE, BOB):
@@ -134,6 +132,7 @@ def test_group_pod_lets_each_member_in_as_themselves_and_nobody_else(pod: LoginP
         uid = f"uid={person.uid}({person.name}) gid={person.gid}({person.name})"
         assert result.stdout.splitlines() == [f"{uid} groups={person.gid}({person.name}),20001(lab)", "ok"]
         assert (homes / person.name / "mine").stat().st_uid == person.uid
+        assert (homes / person.name).stat().st_mode & 0o777 == 0o700
     assert pod.ssh(CAROL, keys["carol"], "true").returncode == 255  # not in the group
     assert pod.ssh(ALICE, keys["bob"], "true").returncode == 255  # bob's key is not alice's
 

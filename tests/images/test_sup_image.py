@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support.chroot import Chroot, Identity, run, start
+from tests.support.chroot import Chroot, Identity, make_emptydir, run, start
 from tests.support.images import Images, image_config
 from tests.support.ports import free_port
 from tests.support.processes import stop_process
@@ -31,12 +31,18 @@ def test_image_runs_sup_serve_as_uid_10001(images: Images) -> None:
     assert config["WorkingDir"] == "/var/lib/sup"
 
 
-def test_cli_and_serve_on_sqlite(images: Images, sup_root: Path, tmp_path: Path) -> None:
-    chroot = Chroot(sup_root)
-    env = {**_environment(images), "SUP_DATABASE_URL": "sqlite:////var/lib/sup/sup.db"}
+def test_cli_and_serve_on_sqlite_with_a_read_only_root(
+    images: Images, sup_root: Path, tmp_path: Path
+) -> None:
+    """As the chart runs it: read-only root filesystem, a writable /tmp; the SQLite file on a volume."""
+    data = make_emptydir(tmp_path / "data", owner=SUP.uid, mode=0o755)
+    chroot = Chroot(sup_root, {"/tmp": make_emptydir(tmp_path / "tmp", mode=0o1777), "/data": data})
+    env = {**_environment(images), "SUP_DATABASE_URL": "sqlite:////data/sup.db"}
 
     def command(*argv: str) -> list[str]:
-        return chroot.command(argv, identity=SUP, env=env, workdir="/var/lib/sup")
+        return chroot.command(argv, identity=SUP, env=env, workdir="/var/lib/sup", read_only=True)
+
+    assert run(command("touch", "/var/lib/sup/x")).returncode != 0  # the root is read-only
 
     assert "serve" in run(command("sup", "--help")).stdout
     upgraded = run(command("sup", "db", "upgrade"), timeout=120)
@@ -58,4 +64,4 @@ def test_cli_and_serve_on_sqlite(images: Images, sup_root: Path, tmp_path: Path)
         assert httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=5).status_code == 200
     finally:
         stop_process(server)
-    assert (sup_root / "var/lib/sup/sup.db").stat().st_uid == SUP.uid
+    assert (data / "sup.db").stat().st_uid == SUP.uid

@@ -11,6 +11,7 @@ connections.
 
 from __future__ import annotations
 
+import os
 import shlex
 import subprocess
 from collections.abc import Mapping, Sequence
@@ -30,6 +31,14 @@ class Identity:
 ROOT_IDENTITY = Identity(0, 0, (0,))
 
 
+def make_emptydir(path: Path, owner: int = 0, mode: int = 0o777) -> Path:
+    """A directory to mount as the kubelet makes an emptyDir (root's, mode 0777) or a volume root."""
+    path.mkdir(parents=True, exist_ok=True)
+    os.chown(path, owner, owner)
+    path.chmod(mode)
+    return path
+
+
 @dataclass
 class Chroot:
     """An unpacked image and the directories to mount into it (path in the image -> host path)."""
@@ -46,16 +55,21 @@ class Chroot:
         workdir: str = "/",
         capabilities: Sequence[str] | None = None,
         mounts: Mapping[str, Path] | None = None,
+        read_only: bool = False,
     ) -> list[str]:
         """The host command that runs `argv` in the image. `capabilities`: the only ones the program
-        keeps (None: all of root's, for a uid 0 program)."""
+        keeps (None: all of root's, for a uid 0 program); `read_only`: the image's files are
+        (readOnlyRootFilesystem), the mounts are not."""
         root = str(self.root)
-        lines = ["set -e", f"mount --rbind /dev {shlex.quote(root + '/dev')}"]
+        lines = ["set -e", f"mount --bind {shlex.quote(root)} {shlex.quote(root)}"]
+        lines.append(f"mount --rbind /dev {shlex.quote(root + '/dev')}")
         lines.append(f"mount -t proc proc {shlex.quote(root + '/proc')}")
         for target, source in {**self.mounts, **(mounts or {})}.items():
             inside = self.root / target.lstrip("/")
             inside.mkdir(parents=True, exist_ok=True)
             lines.append(f"mount --bind {shlex.quote(str(source))} {shlex.quote(str(inside))}")
+        if read_only:
+            lines.append(f"mount -o remount,bind,ro {shlex.quote(root)}")
         prefix: list[str] = []
         if capabilities is not None:
             keep = "".join(f",+{name.lower()}" for name in capabilities)

@@ -70,6 +70,21 @@ def build_images(timeout: float = 1800) -> Images:
     return Images(archives)
 
 
+def cached_images() -> dict[str, Path] | None:
+    """What `scripts/build-images --cached-only` reports: the archives when both are built, else None."""
+    result = subprocess.run(
+        [str(BUILD_SCRIPT), "--cached-only"], capture_output=True, text=True, timeout=60, check=False
+    )
+    return parse_build_output(result.stdout) if result.returncode == 0 else None
+
+
+def reference_name(archive: Path) -> str:
+    """The name an importer (`ctr images import`, `podman load`) gives the archive's image."""
+    with tarfile.open(archive) as layout:
+        (descriptor,) = _json(layout, "index.json")["manifests"]
+        return str(descriptor["annotations"]["org.opencontainers.image.ref.name"])
+
+
 def _blob(layout: tarfile.TarFile, digest: str) -> tarfile.TarFile:
     algorithm, value = digest.split(":", 1)
     member = layout.extractfile(f"blobs/{algorithm}/{value}")
