@@ -188,7 +188,15 @@ class SlurmController:
         """The slurm.conf of a client on another host or pod that reaches this controller and its
         node at `controller_address` (e.g. the host's address on the pod bridge). It talks to the
         munged at munge's default socket (/run/munge/munge.socket.2) holding `munge_key`. Clients
-        need no accounting lines: slurmctld checks the associations."""
+        need no accounting lines: slurmctld checks the associations. Its `SlurmUser=slurm` must
+        resolve there (Debian's slurm-client brings the user, uid 64030 as here).
+
+        The client must reach `ports["slurmctld"]` and `ports["slurmd"]` at the address, and this
+        host must reach the client's `ports["srun"]` range (slurmd connects back to srun): a
+        NetworkPolicy around a login pod has to allow both. Jobs run on this host, so their
+        working directory is a path here: from a directory this host lacks (a pod's $HOME) srun
+        warns and runs in /tmp, and an sbatch job FAILS unless it is given `-D`/`-o` paths that
+        exist here (`jobs_dir` is writable by everyone)."""
         lines = [
             f"SlurmctldHost={controller_name}({controller_address})",
             *self._common(),
@@ -196,6 +204,15 @@ class SlurmController:
             f"PartitionName={PARTITION} Nodes={NODE} Default=YES State=UP MaxTime=10",
         ]
         return "\n".join(lines) + "\n"
+
+    @property
+    def ports(self) -> dict[str, tuple[int, int]]:
+        """The TCP ports clients use, as (first, last) ranges: slurmctld, slurmd, srun."""
+        return {
+            "slurmctld": (self.ctld_port, self.ctld_port),
+            "slurmd": (self.slurmd_port, self.slurmd_port),
+            "srun": self.srun_ports,
+        }
 
     def write_client_conf(self, controller_address: str) -> Path:
         """client_conf(controller_address) in a file every user can read (for `run_as(conf=...)`)."""
