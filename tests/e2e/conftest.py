@@ -12,9 +12,9 @@ import pytest
 
 from sup.store import migrate
 from tests.e2e.stack import Stack
-from tests.support.jobcluster import JobCluster
 from tests.support.kubeapi import KubeApiServer
 from tests.support.slapd import SlapdServer
+from tests.support.slurmctld import JobCluster
 from tests.support.slurmdbd import SlurmdbdServer
 
 _numbers = itertools.count(1)

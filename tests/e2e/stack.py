@@ -20,10 +20,10 @@ from sup.targets.kube.names import key as object_key
 from sup.targets.ldap import LdapSettings
 from sup.targets.ldap.sssd_config import render
 from tests.support.cli import run_sup, sup_env
-from tests.support.jobcluster import JobCluster
 from tests.support.kubeapi import KubeApiServer, collection
 from tests.support.server import SupServer
 from tests.support.slapd import SlapdServer
+from tests.support.slurmctld import JobCluster
 from tests.support.slurmdbd import SlurmdbdServer
 from tests.support.sssd import NEGATIVE_TIMEOUT, SSSD_TEST_OPTIONS, SssdServer
 

@@ -12,9 +12,8 @@ from collections.abc import Callable
 import httpx
 
 from tests.e2e.stack import Stack, statuses, wait_until
-from tests.support.jobcluster import JobCluster
 from tests.support.server import SupServer
-from tests.support.slurmctld import SlurmController
+from tests.support.slurmctld import JobCluster, SlurmController
 
 API = "/api/v1"
 REFUSED = "Invalid account or account/partition combination specified"

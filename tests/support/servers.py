@@ -16,11 +16,10 @@ import pytest
 
 from tests.support.browser import BrowserUnavailable, find_chromium
 from tests.support.helm import HelmUnavailable, find_helm
-from tests.support.jobcluster import JobCluster, start_job_cluster
 from tests.support.keycloak import KeycloakServer, KeycloakUnavailable
 from tests.support.kubeapi import KubeApiServer, KubeApiUnavailable
 from tests.support.slapd import SlapdServer, SlapdUnavailable
-from tests.support.slurmctld import SlurmctldUnavailable
+from tests.support.slurmctld import JobCluster, SlurmctldUnavailable, start_job_cluster
 from tests.support.slurmdbd import SlurmdbdServer, SlurmdbdUnavailable
 from tests.support.sssd import SssdUnavailable
 
