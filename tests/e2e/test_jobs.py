@@ -4,6 +4,7 @@ and then they run `srun`/`sbatch` as themselves; no association, no job; suspend
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import time
 from collections.abc import Callable
@@ -109,6 +110,9 @@ def test_a_client_slurm_conf_reaches_the_controller_and_the_node_by_address(
     assert submitted.returncode == 0, submitted.output
     assert jobs.wait_job(submitted.stdout.strip().split(";")[0]) == "COMPLETED"
     assert len(jobs.munge_key) >= 32
+    for daemon in ("slurmctld", "slurmd"):  # listening at the address the client was given
+        with socket.create_connection((address, jobs.ports[daemon][0]), timeout=5):
+            pass
 
 
 def test_an_sbatch_job_completes_and_its_output_shows_the_person(

@@ -6,7 +6,7 @@ sssd.py), where /etc/nsswitch.conf says `passwd: files sss`: a user SUP writes i
 slurmctld (which checks the submitter's uid against its associations and resolves their groups) and
 to slurmd (which starts the job as that uid) within sssd's cache timeouts. It shares the slurmdbd
 fixture's munged (same key, same socket) and cluster name, and slurmdbd's SlurmUser (a controller
-whose SlurmUser differs is refused slurmdbd's association updates: see notes/slurm.md).
+whose SlurmUser differs is refused slurmdbd's association updates, so new users cannot run jobs).
 Accounting is enforced (`associations,limits`), so a user without an association is refused, and a
 removed or blocked association refuses the next job within the time slurmdbd takes to tell slurmctld.
 
@@ -16,7 +16,8 @@ slurm.conf such a client needs, and `munge_key` is the key its munged needs. Job
 through `setpriv` inside the namespace (`run_as`, `srun`, `sbatch`, `squeue`).
 
 `JobCluster` is the whole piece the tests use: an LDAP base DN of its own in the test slapd, an sssd
-reading it, and the controller; `start_job_cluster` starts it (about 5-10 s), `stop()` ends it.
+reading it, and the controller; `start_job_cluster` starts it (about 2 s once slapd and slurmdbd
+run), `reset()` empties it between tests, `stop()` ends it.
 Needs root, the sssd fixture's packages, slurmctld and slurmd.
 """
 
@@ -32,7 +33,7 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -188,7 +189,15 @@ class SlurmController:
         """The slurm.conf of a client on another host or pod that reaches this controller and its
         node at `controller_address` (e.g. the host's address on the pod bridge). It talks to the
         munged at munge's default socket (/run/munge/munge.socket.2) holding `munge_key`. Clients
-        need no accounting lines: slurmctld checks the associations."""
+        need no accounting lines: slurmctld checks the associations. Its `SlurmUser=slurm` must
+        resolve there (Debian's slurm-client brings the user, uid 64030 as here).
+
+        The client must reach `ports["slurmctld"]` and `ports["slurmd"]` at the address, and this
+        host must reach the client's `ports["srun"]` range (slurmd connects back to srun): a
+        NetworkPolicy around a login pod has to allow both. Jobs run on this host, so their
+        working directory is a path here: from a directory this host lacks (a pod's $HOME) srun
+        warns and runs in /tmp, and an sbatch job FAILS unless it is given `-D`/`-o` paths that
+        exist here (`jobs_dir` is writable by everyone)."""
         lines = [
             f"SlurmctldHost={controller_name}({controller_address})",
             *self._common(),
@@ -196,6 +205,15 @@ class SlurmController:
             f"PartitionName={PARTITION} Nodes={NODE} Default=YES State=UP MaxTime=10",
         ]
         return "\n".join(lines) + "\n"
+
+    @property
+    def ports(self) -> dict[str, tuple[int, int]]:
+        """The TCP ports clients use, as (first, last) ranges: slurmctld, slurmd, srun."""
+        return {
+            "slurmctld": (self.ctld_port, self.ctld_port),
+            "slurmd": (self.slurmd_port, self.slurmd_port),
+            "srun": self.srun_ports,
+        }
 
     def write_client_conf(self, controller_address: str) -> Path:
         """client_conf(controller_address) in a file every user can read (for `run_as(conf=...)`)."""
@@ -218,9 +236,9 @@ class SlurmController:
         try:
             self._prepare()
             self._spawn("slurmctld", [self.bin["slurmctld"], "-D", "-f", str(self.conf)])
-            self._wait(lambda: self._slurm("scontrol", "ping").returncode == 0, "slurmctld", timeout)
+            self._wait(lambda: self._slurm("scontrol", "ping").returncode == 0, "slurmctld answers", timeout)
             self._spawn("slurmd", [self.bin["slurmd"], "-D", "-f", str(self.conf), "-N", NODE])
-            self._wait(self._node_idle, "slurmd (node idle)", timeout)
+            self._wait(self._node_idle, "slurmd registered, node idle", timeout)
         except BaseException:
             self.stop()
             raise
@@ -237,9 +255,8 @@ class SlurmController:
         self.conf.write_text(self._server_conf())
         # Inside the namespace /run is sssd's own directory: munge's default socket there leads to
         # the slurmdbd fixture's munged, so a client slurm.conf (default socket) works here too.
-        munge_dir = self.sssd.root / "run" / "munge"
-        munge_dir.mkdir(parents=True, exist_ok=True)
-        link = munge_dir / "munge.socket.2"
+        link = self.sssd.root / Path(MUNGE_SOCKET).relative_to("/")
+        link.parent.mkdir(parents=True, exist_ok=True)
         link.unlink(missing_ok=True)
         link.symlink_to(self.slurmdbd.munge_socket)
 
@@ -256,7 +273,8 @@ class SlurmController:
             )
         self._processes.append(process)
 
-    def _wait(self, ready: Any, what: str, timeout: float) -> None:
+    def _wait(self, ready: Callable[[], bool], what: str, timeout: float) -> None:
+        """Poll `ready` until it is true (`what`: what it means), or fail with the daemons' logs."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if any(p.poll() is not None for p in self._processes):
@@ -264,7 +282,7 @@ class SlurmController:
             if ready():
                 return
             time.sleep(0.2)
-        raise SlurmctldUnavailable(f"{what} did not start within {timeout} s:\n{self.logs()}")
+        raise SlurmctldUnavailable(f"not reached within {timeout} s: {what}\n{self.logs()}")
 
     def _node_idle(self) -> bool:
         state = self._slurm("sinfo", "-h", "-N", "-o", "%t").stdout.strip()
@@ -418,9 +436,15 @@ class SlurmController:
 
     def cancel_all(self) -> None:
         """Cancel every job (between tests)."""
-        jobs = self._slurm("squeue", "-h", "-o", "%i").stdout.split()
+        jobs = self._job_ids()
         if jobs:
             self._slurm("scancel", *jobs)
+            # Gone from slurmctld before the accounting reset: slurmdbd refuses to remove the
+            # association of a job it still counts as running.
+            self._wait(lambda: not self._job_ids(), "all jobs cancelled", 30)
+
+    def _job_ids(self) -> list[str]:
+        return self._slurm("squeue", "-h", "-o", "%i").stdout.split()
 
 
 class NodeSssd(SssdServer):
