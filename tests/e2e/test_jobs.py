@@ -184,6 +184,37 @@ def test_a_suspended_persons_new_jobs_are_refused_and_run_again_after_reactivati
     assert job.stdout.startswith("uid=") and "(kim)" in job.stdout
 
 
+def test_a_suspended_person_with_a_running_job_cannot_submit_more_under_the_default_offboarding(
+    make_job_stack: Callable[..., Stack],
+) -> None:
+    """`slurm.offboarding: remove` (the default): slurmdbd refuses to remove an association while a
+    job of its user runs, so SUP blocks it (MaxSubmitJobs=0) first; the running job goes on, no new
+    job starts, and the association goes once the job has ended."""
+    stack = make_job_stack()
+    server = stack.serve()
+    admin = stack.token()
+    _onboard(server, admin, "kim")
+    jobs = _jobs(stack)
+    jobs.first_job("kim", "phys", timeout=60)
+    submitted = jobs.sbatch("kim", "-A", "phys", "-o", "/dev/null", "--wrap", "sleep 300")
+    job_id = submitted.stdout.strip().split(";")[0]
+    wait_until(lambda: jobs.job_state(job_id) == "RUNNING", what="kim's job running")
+
+    suspended = time.monotonic()
+    _active(server, admin, "kim", False)
+    wait_until(lambda: jobs.srun("kim", "-A", "phys", "true").returncode != 0, what="kim refused")
+    print(f"suspension with a running job to kim's srun refused: {time.monotonic() - suspended:.2f} s")
+    refused = jobs.srun("kim", "-A", "phys", "id")
+    assert refused.returncode != 0 and "uid=" not in refused.stdout, refused.output
+    assert ("phys", "kim") in stack.associations()  # slurmdbd refused the removal: kept, blocked
+    assert jobs.job_state(job_id) == "RUNNING"
+
+    jobs.cancel(job_id)
+    assert jobs.wait_job(job_id) == "CANCELLED"
+    stack.sup("reconcile")
+    assert ("phys", "kim") not in stack.associations()
+
+
 def test_staged_offboarding_keeps_a_running_job_and_blocks_new_ones_using_squeue(
     make_job_stack: Callable[..., Stack],
 ) -> None:

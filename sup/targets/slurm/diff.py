@@ -213,10 +213,12 @@ def _cluster(desired: SlurmDesired, observed: Observed, state: ClusterState, out
     present = {key for key in state.users if key[0] in authoritative and key[1] not in desired.ignore_users}
     before = state.accounts_by_user()
     adds = _first_after_identity(desired, state, before, sorted(wanted - present), out)
-    # Staged offboarding: a suspended user's associations are blocked first and kept until the deadline.
+    # A suspended user's associations are blocked first (both offboarding modes): a removal that
+    # slurmdbd refuses while a job of theirs runs must not leave them able to submit. Staged
+    # offboarding then keeps the blocked associations until the deadline.
     unwanted = sorted(present - wanted)
     deletes = [key for key in unwanted if not _held(desired, observed, key[1])]
-    _blocks(desired, state, [key for key in unwanted if desired.offboarding(key[1])], out)
+    _blocks(desired, state, [key for key in unwanted if key[1] in desired.suspended], out)
 
     for account, user, partition in adds:
         name = association_name(account, user, partition)
@@ -278,15 +280,15 @@ def _held(desired: SlurmDesired, observed: Observed, user: str) -> bool:
 
 
 def _blocks(desired: SlurmDesired, state: ClusterState, keys: list[tuple[str, str, str]], out: _Plan) -> None:
-    """MaxSubmitJobs=0 on each association of a suspended user (staged offboarding): their running
-    jobs go on, no new job is accepted. Set in the modification phase, before any removal, so a
-    removal that slurmdbd refuses (a job still runs) leaves the association blocked."""
+    """MaxSubmitJobs=0 on each association of a suspended user: their running jobs go on, no new
+    job is accepted. Set in the modification phase, before any removal, so a removal that slurmdbd
+    refuses (a job still runs) leaves the association blocked."""
     for account, user, partition in keys:
         have = state.users[(account, user, partition)].values.get("max_submit_jobs", "")
         if same("int", have, "0"):
             continue
         limits = Limits({"max_submit_jobs": OldNew.of(have, "0")})
-        reason = "suspended: no new jobs (staged offboarding)"
+        reason = "suspended: no new jobs" + (" (staged offboarding)" if desired.staged else ", then removed")
         block = AssociationChange(state.name, account, user, partition, limits=limits, reason=reason)
         name = association_name(account, user, partition)
         out.modifications.append(Change(TARGET, UPDATE, ASSOCIATION, name, block, subject=user))
