@@ -392,9 +392,11 @@ def test_a_pass_does_not_render_again_what_it_found_in_sync(site: Site, monkeypa
     assert sorted(rendered) == ["network_policy", "pvc", "service", "workload"]  # kim's only
 
 
-def test_keys_and_memberships_change_the_login_files_only(site: Site) -> None:
-    """A new key or group reaches the running pod through its ConfigMap (the kubelet refreshes a
-    mounted ConfigMap in place): the StatefulSet is not written, so the pod is not restarted."""
+def test_keys_change_the_login_files_only_and_memberships_the_pods_groups_too(site: Site) -> None:
+    """A new key reaches the running pod through its ConfigMap (the kubelet refreshes a mounted
+    ConfigMap in place): the StatefulSet is not written, so the pod is not restarted. A new group
+    changes the files and the pod's supplementalGroups (sshd, running as the user, cannot set its
+    groups): the pod restarts with it."""
     first, second = ed25519_key("kim@laptop"), ed25519_key("kim@desktop")
     site.add_user("kim", ssh_public_keys=[first])
     site.add_user("saul")
@@ -403,7 +405,6 @@ def test_keys_and_memberships_change_the_login_files_only(site: Site) -> None:
     before = site.versions()
 
     site.update_user("kim", ssh_public_keys=[first, second])
-    site.update_group("physics", members=["kim", "saul"])
     result = site.converge()
 
     assert {(c.action, c.kind, c.name) for c in result.changes} == {("update", "login_config", "login-kim")}
@@ -413,11 +414,25 @@ def test_keys_and_memberships_change_the_login_files_only(site: Site) -> None:
     files = site.get("login_config", "login-kim")
     assert files is not None
     assert files["data"]["kim.keys"] == "".join(f"{k}\n" for k in sorted([first, second]))
-    assert f"physics:x:{site.gid('physics')}:kim\n" in files["data"]["group"]  # saul is not in this pod
     site.update_user("kim", ssh_public_keys=[second])
     site.converge()
     files = site.get("login_config", "login-kim")
     assert files is not None and files["data"]["kim.keys"] == f"{second}\n"
+
+    site.update_group("physics", members=["kim", "saul"])
+    result = site.converge()
+    assert {(c.action, c.kind, c.name) for c in result.changes} == {
+        ("update", "login_config", "login-kim"),
+        ("update", "workload", "login-kim"),
+    }
+    files = site.get("login_config", "login-kim")
+    assert files is not None
+    assert f"physics:x:{site.gid('physics')}:kim\n" in files["data"]["group"]  # saul is not in this pod
+    workload = site.get("workload", "login-kim")
+    assert workload is not None
+    pod_security = workload["spec"]["template"]["spec"]["securityContext"]
+    assert pod_security["supplementalGroups"] == [site.gid("physics")]
+    assert site.converge().changes == []
 
 
 def test_a_pass_after_writes_reads_and_plans_only_the_users_they_named(site: Site) -> None:

@@ -74,7 +74,7 @@ def test_the_shipped_templates_are_json_and_yaml_alike() -> None:
             "names": {"home": "home-kim", "login": "login-kim", "key": "kim"}, "pod_labels": {"a": "b"},
             "settings": renderer.values, "network": renderer.network,
             "user": {"username": "kim", "uid_number": 1, "gid_number": 1, "home_directory": "/h",
-                     "login_shell": "/s"},
+                     "login_shell": "/s", "supplemental_gids": [7]},
             "group": {"name": "g", "gid_number": 5},
             "members": [{"home_directory": "/h", "claim": "home-kim"}],
         }  # fmt: skip

@@ -147,7 +147,8 @@ def _wanted(
         user = desired.users[name]
         if user.active:
             claim = claims[user.uid_number]
-            items.extend(_user_objects(user, claim, observed, renderer, settings.namespace))
+            groups = directory.supplemental_gids(user)
+            items.extend(_user_objects(user, claim, groups, observed, renderer, settings.namespace))
             owner = names.Owner("user", user.username)
             files = directory.files([user])
             items.extend(_login_config(owner, files, observed, renderer, changes, refused))
@@ -181,12 +182,17 @@ def _wanted(
 
 
 def _user_objects(
-    user: DesiredUser, claim: str, observed: Observed, renderer: Renderer, namespace: str
+    user: DesiredUser,
+    claim: str,
+    groups: tuple[int, ...],
+    observed: Observed,
+    renderer: Renderer,
+    namespace: str,
 ) -> list[Wanted]:
     """A user's home claim (named `claim`) and login objects: rendered, or, when the memo has every
     one of them in sync with the same inputs at the resourceVersion just read, taken as they are."""
     owner = names.Owner("user", user.username)
-    inputs = renderer.user_inputs(user, claim)
+    inputs = renderer.user_inputs(user, claim, groups)
     remembered = []
     for kind, name in user_object_keys(owner, claim):
         have = observed.objects.get((kind, name))
@@ -196,7 +202,7 @@ def _user_objects(
         remembered.append(Wanted(kind, owner, {}, inputs, needs_, claim if kind == PVC else ""))
     else:
         return remembered
-    rendered = (renderer.home(user, claim), *renderer.user_login(user, claim))
+    rendered = (renderer.home(user, claim), *renderer.user_login(user, claim, groups))
     return [replace(w, inputs=inputs) for w in rendered]
 
 

@@ -99,6 +99,13 @@ class Directory:
             for member in group.members:
                 self._by_member.setdefault(member, []).append(group)
 
+    def supplemental_gids(self, user: DesiredUser) -> tuple[int, ...]:
+        """The gids of the groups `user` is a member of, besides their primary group: a user's pod
+        runs with them (`supplementalGroups`), because sshd running as the user cannot set them."""
+        gids = {group.gid_number for group in self._by_member.get(user.username, ())}
+        gids.discard(user.gid_number)
+        return tuple(sorted(gids))
+
     def files(self, people: Iterable[DesiredUser]) -> LoginFiles:
         """The files for a pod that these people may log in to."""
         admitted: dict[str, DesiredUser] = {}

@@ -75,9 +75,9 @@ class Renderer:
         self.network = _network(settings)
         self.fingerprint = _fingerprint(settings, search)
 
-    def user_inputs(self, user: DesiredUser, claim: str) -> Hashable:
+    def user_inputs(self, user: DesiredUser, claim: str, groups: tuple[int, ...] = ()) -> Hashable:
         """Everything a user's objects are rendered from (the memo's key, memo.py)."""
-        return (self.fingerprint, user, claim)
+        return (self.fingerprint, user, claim, groups)
 
     # --- per user and per group ------------------------------------------------------------------
 
@@ -88,11 +88,14 @@ class Renderer:
         extra = {"user": _user_context(user)}
         return self._render(PVC, HOME_PVC, owner, extra, names.HOME, claim=claim, uid=user.uid_number)
 
-    def user_login(self, user: DesiredUser, claim: str | None = None) -> list[Wanted]:
-        """The login StatefulSet, mounting the home claim `claim`, its Service and NetworkPolicy."""
+    def user_login(
+        self, user: DesiredUser, claim: str | None = None, groups: tuple[int, ...] = ()
+    ) -> list[Wanted]:
+        """The login StatefulSet, mounting the home claim `claim`, its Service and NetworkPolicy.
+        `groups`: the gids of the user's other groups (the pod's supplementalGroups)."""
         owner = names.Owner("user", user.username)
         claim = claim or names.home_claim(user.uid_number)
-        context = {"user": _user_context(user)}
+        context = {"user": _user_context(user, groups)}
         return [
             self._render(NETWORK_POLICY, NETWORK_POLICY_TEMPLATE, owner, context, names.LOGIN, claim=claim),
             self._render(SERVICE, SERVICE_TEMPLATE, owner, context, names.LOGIN, claim=claim),
@@ -199,13 +202,14 @@ def _parse(text: str) -> Any:
         return yaml.load(text, Loader=_Loader)  # noqa: S506 - a safe loader
 
 
-def _user_context(user: DesiredUser) -> dict[str, Any]:
+def _user_context(user: DesiredUser, groups: tuple[int, ...] = ()) -> dict[str, Any]:
     return {
         "username": user.username,
         "uid_number": user.uid_number,
         "gid_number": user.gid_number,
         "home_directory": user.home_directory,
         "login_shell": user.login_shell,
+        "supplemental_gids": list(groups),
     }
 
 
