@@ -6,8 +6,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+from pydantic import ValidationError
+
 from sup.reconcile.planner import run_pass
 from sup.targets.kube.render import Renderer
+from sup.targets.kube.settings import KubeSettings
 from tests.kube.site import Site
 from tests.support.keys import ed25519_key
 
@@ -469,3 +473,34 @@ def test_a_pass_after_writes_reads_and_plans_only_the_users_they_named(site: Sit
     (kube,) = [t for t in full.targets if t.target == "kube"]
     assert not kube.scoped and {(c.action, c.name) for c in kube.changes} == {("create", "login-saul")}
     assert site.get("service", "login-saul") is not None
+
+
+def test_with_login_groups_only_their_members_get_a_home_and_a_login_pod(
+    make_site: Callable[..., Site],
+) -> None:
+    """`kube.login_groups`: the others have no Kubernetes objects (they stay in LDAP and Slurm); one
+    who joins gets them, one who leaves loses the login pod and keeps the home."""
+    site = make_site(login_groups=["gpu-login"])
+    site.add_user("kim")
+    site.add_user("saul")
+    site.add_group("gpu-login", members=["kim"])
+    site.converge()
+    assert site.names("workload") == {"login-kim"}
+    assert site.names("pvc") == {site.home("kim")}
+
+    site.update_group("gpu-login", members=["kim", "saul"])
+    site.converge()
+    assert site.names("workload") == {"login-kim", "login-saul"}
+    saul_home = site.home("saul")
+
+    site.update_group("gpu-login", members=["kim"])
+    site.converge()
+    assert site.names("workload") == {"login-kim"}
+    assert site.names("login_config") == {"login-kim"}
+    assert saul_home in site.names("pvc")  # kept (pvc_retention: keep)
+    assert site.converge().changes == []
+
+
+def test_login_groups_must_be_posix_names() -> None:
+    with pytest.raises(ValidationError, match="login_groups"):
+        KubeSettings(namespace="n", login_groups=["Not A Group"])

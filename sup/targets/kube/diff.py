@@ -77,7 +77,8 @@ def plan(
 ) -> list[KubeChange]:
     changes: list[KubeChange] = []
     refused: set[tuple[str, str]] = set()
-    wanted = _wanted(desired, observed, renderer, settings, changes, refused)
+    logins = _login_users(desired, settings)
+    wanted = _wanted(desired, logins, observed, renderer, settings, changes, refused)
     blocked = _blocked(wanted, observed, settings.namespace, changes, refused)
     for key, item in wanted.items():
         if key in blocked or item.verified is not None:
@@ -105,7 +106,7 @@ def plan(
         if have.kind == PVC:
             uid = owner_uid(have, desired.users, mounted)
             owner = uids.get(uid) if uid is not None else None
-            if owner is not None and owner.active:
+            if owner is not None and owner.active and owner.username in logins:
                 reason = (
                     f"another home claim of uid {uid} (user {owner.username}); SUP mounts the one it "
                     "chose and keeps this one"
@@ -133,6 +134,7 @@ def _order(change: KubeChange) -> tuple[int, int, str, str]:
 
 def _wanted(
     desired: DesiredState,
+    logins: set[str],
     observed: Observed,
     renderer: Renderer,
     settings: KubeSettings,
@@ -145,7 +147,7 @@ def _wanted(
     directory = Directory(desired)
     for name in sorted(desired.users):
         user = desired.users[name]
-        if user.active:
+        if user.active and name in logins:
             claim = claims[user.uid_number]
             groups = directory.supplemental_gids(user)
             items.extend(_user_objects(user, claim, groups, observed, renderer, settings.namespace))
@@ -204,6 +206,20 @@ def _user_objects(
         return remembered
     rendered = (renderer.home(user, claim), *renderer.user_login(user, claim, groups))
     return [replace(w, inputs=inputs) for w in rendered]
+
+
+def _login_users(desired: DesiredState, settings: KubeSettings) -> set[str]:
+    """Who gets a home and a login pod: every user, or with `login_groups` their members only. For
+    this target an active user outside them is as one suspended: no login objects, the home claim
+    kept as `pvc_retention` says."""
+    if not settings.login_groups:
+        return set(desired.users)
+    return {
+        member
+        for name in settings.login_groups
+        if (group := desired.groups.get(name)) is not None
+        for member in group.members
+    }
 
 
 def _login_config(

@@ -115,6 +115,11 @@ class KubeSettings(Section):
         default_factory=lambda: ["169.254.169.254/32", "fd00:ec2::254/128"],
         description="never reachable, even inside an allowed CIDR (cloud metadata addresses)",
     )
+    login_groups: list[str] = Field(
+        default_factory=list,
+        description="only members of these groups get a home volume and a login pod; empty: every "
+        "active user (the others stay in LDAP and Slurm: jobs, no login pod)",
+    )
     group_pods: list[str] = Field(
         default_factory=list, description="groups that get a shared login pod their members can use"
     )
@@ -195,6 +200,13 @@ class KubeSettings(Section):
         for port in value:
             if not 1 <= port <= 65535:
                 raise ValueError(f"port {port} is not between 1 and 65535")
+        return value
+
+    @field_validator("login_groups")
+    @classmethod
+    def _login_groups(cls, value: list[str]) -> list[str]:
+        for name in value:
+            check_name(name, kind="group in login_groups")
         return value
 
     @field_validator("group_pods")
