@@ -32,13 +32,15 @@ sys.path.insert(0, str(ROOT))
 
 from sup.targets.ldap import LdapSettings  # noqa: E402
 from sup.targets.ldap.sssd_config import render  # noqa: E402
+from tests.support.images import LOGIN_IMAGE, ImagesUnavailable, build_images  # noqa: E402
 from tests.support.kubeapi import KubeApiServer, collection  # noqa: E402
+from tests.support.kubenode import KubeCluster, KubeClusterUnavailable  # noqa: E402
 from tests.support.slapd import SlapdServer  # noqa: E402
 from tests.support.slurmdbd import SlurmdbdServer  # noqa: E402
 from tests.support.sssd import SSSD_TEST_OPTIONS, SssdServer, SssdUnavailable  # noqa: E402
 
 SUP = str(ROOT / ".venv" / "bin" / "sup")
-KINDS = ("persistentvolumeclaims", "statefulsets", "services", "networkpolicies")
+KINDS = ("persistentvolumeclaims", "statefulsets", "services", "networkpolicies", "configmaps")
 
 
 def say(message: str) -> None:
@@ -46,8 +48,11 @@ def say(message: str) -> None:
 
 
 @contextlib.contextmanager
-def running_stack(directory: Path) -> Iterator[tuple[dict[str, Any], SlurmdbdServer, KubeApiServer]]:
-    """Start slapd, slurmdbd and kube-apiserver; yield SUP's settings for them; stop them all."""
+def running_stack(
+    directory: Path,
+) -> Iterator[tuple[dict[str, Any], SlurmdbdServer, KubeApiServer, KubeCluster | None]]:
+    """Start slapd, slurmdbd and a Kubernetes node (or kube-apiserver alone where no node can run);
+    yield SUP's settings for them; stop them all."""
     started: list[Any] = []
     try:
         say("starting OpenLDAP slapd ...")
@@ -57,9 +62,28 @@ def running_stack(directory: Path) -> Iterator[tuple[dict[str, Any], SlurmdbdSer
         slurmdbd = SlurmdbdServer(cluster="demo")
         started.append(slurmdbd)
         slurmdbd.start()
-        say("starting etcd and kube-apiserver ...")
-        kubeapi = KubeApiServer().start()
-        started.append(kubeapi)
+        node = start_node()
+        if node is not None:
+            started.append(node)
+            kubeapi = node.apiserver
+            kube: dict[str, Any] = {
+                "namespace": node.new_namespace("demo"),
+                "kubeconfig": str(node.kubeconfig),
+                "image": LOGIN_IMAGE,
+                "image_pull_policy": "Never",
+                "home_storage_class": node.storage_class,
+                "home_size": "64Mi",
+                "cpu": "1",
+                "memory": "512Mi",
+                "cpu_request": "20m",
+                "memory_request": "32Mi",
+                "ssh_sources": [f"{node.node_ip}/32"],
+            }
+        else:
+            say("starting etcd and kube-apiserver (API only: no pod runs) ...")
+            kubeapi = KubeApiServer().start()
+            started.append(kubeapi)
+            kube = {"namespace": kubeapi.new_namespace("demo"), "kubeconfig": str(kubeapi.admin_kubeconfig)}
         settings: dict[str, Any] = {
             "database_url": f"sqlite:///{directory / 'sup.db'}",
             "ldap": slapd.ldap_settings(slapd.new_base("demo")),
@@ -68,14 +92,85 @@ def running_stack(directory: Path) -> Iterator[tuple[dict[str, Any], SlurmdbdSer
                 "sacctmgr": slurmdbd.bin["sacctmgr"],
                 "lock_dir": str(directory / "locks"),
             },
-            "kube": {"namespace": kubeapi.new_namespace("demo"), "kubeconfig": str(kubeapi.admin_kubeconfig)},
+            "kube": kube,
             "reconcile": {"debounce_seconds": 0.5},
         }
-        yield settings, slurmdbd, kubeapi
+        yield settings, slurmdbd, kubeapi, node
     finally:
         for server in reversed(started):
             with contextlib.suppress(Exception):
                 server.stop()
+
+
+def start_node() -> KubeCluster | None:
+    """A real single-node Kubernetes with SUP's login image, where pods can run (root, the packages
+    and binaries scripts/setup --servers installs and builds); None, saying why, where they cannot
+    (or with SUP_DEMO_NODE=0): then only the API server runs and no login pod starts."""
+    if os.environ.get("SUP_DEMO_NODE") == "0":
+        say("SUP_DEMO_NODE=0: no Kubernetes node; login pods are written to the API server but never run")
+        return None
+    try:
+        login = build_images().login
+        say(
+            "starting a Kubernetes node (etcd, kube-apiserver, kubelet on containerd, kube-proxy,"
+            " kube-router) ..."
+        )
+        node = KubeCluster().start()
+    except (KubeClusterUnavailable, ImagesUnavailable) as exc:
+        say(f"no Kubernetes node here ({exc}): login pods are written to the API server but never run")
+        return None
+    try:
+        node.import_image(login)
+    except BaseException:
+        node.stop()
+        raise
+    return node
+
+
+def ssh_into_login_pod(
+    node: KubeCluster, settings: dict[str, Any], url: str, token: str, directory: Path
+) -> None:
+    """Give kim a key of the demo's (kept in the demo directory), then `ssh kim@<kim's login Service>
+    id` with it, as kim would, and print what it shows."""
+    key = directory / "kim_ed25519"
+    if not key.exists():
+        subprocess.run(
+            ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "kim@sup-demo", "-f", str(key)], check=True
+        )
+    headers = {"Authorization": f"Bearer {token}"}
+    kim = httpx.get(f"{url}/api/v1/users/kim", headers=headers, timeout=10).json()
+    demo_key = Path(f"{key}.pub").read_text().strip()
+    keys = kim["ssh_public_keys"]
+    if demo_key not in keys:
+        answer = httpx.patch(
+            f"{url}/api/v1/users/kim",
+            json={"ssh_public_keys": [*keys, demo_key]},
+            headers=headers,
+            timeout=10,
+        )
+        answer.raise_for_status()
+    namespace = settings["kube"]["namespace"]
+    service = node.wait_for(
+        lambda: node.api.get(f"/api/v1/namespaces/{namespace}/services/login-kim"), "kim's login Service"
+    )
+    node.wait_pod_ready(namespace, "login-kim-0", timeout=180)
+    address = service["spec"]["clusterIP"]
+    argv = [
+        "ssh", "-i", str(key), "-o", "IdentitiesOnly=yes", "-o", "BatchMode=yes", "-o", "ConnectTimeout=5",
+        "-o", f"UserKnownHostsFile={directory / 'known_hosts'}", "-o", "StrictHostKeyChecking=accept-new",
+        "-o", "LogLevel=ERROR", f"kim@{address}", "id; echo HOME=$HOME",
+    ]  # fmt: skip
+    say(f"\n== kim logs in to her login pod: ssh -i {key} kim@{address} ==")
+    deadline = time.monotonic() + 90  # the new key reaches the running pod with the kubelet's sync
+    while True:
+        result = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+        if result.returncode == 0 or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    for line in (result.stdout or result.stderr).splitlines():
+        say(f"  {line}")
+    if result.returncode != 0:
+        raise SystemExit(f"ssh into kim's login pod failed ({result.returncode})")
 
 
 def start_sssd(settings: dict[str, Any]) -> SssdServer | None:
@@ -165,7 +260,7 @@ def main() -> int:
     parser.add_argument("--once", action="store_true", help="provision, show, stop")
     args = parser.parse_args()
     directory: Path = args.dir.resolve()
-    with running_stack(directory) as (settings, slurmdbd, kubeapi):
+    with running_stack(directory) as (settings, slurmdbd, kubeapi, node):
         config = directory / "sup.yaml"
         config.write_text(yaml.safe_dump(settings))
         config.chmod(0o600)  # it holds the LDAP bind password
@@ -204,6 +299,10 @@ def main() -> int:
             wait_provisioned(url, token)
             say(f"every active user is in sync on every target ({time.monotonic() - started:.1f} s)")
             show_targets(settings, sssd, slurmdbd, kubeapi, url, token)
+            if node is not None:
+                ssh_into_login_pod(node, settings, url, token, directory)
+            else:
+                say("\n(no login pod runs without a Kubernetes node: see above why)")
             until = " until this script stops" if args.once else ""
             say(
                 f"\nSUP is running on {url} (OpenAPI: {url}/docs){until}; settings in {config},"

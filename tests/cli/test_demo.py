@@ -1,6 +1,6 @@
 """README's first command keeps working: scripts/demo sets up a local stack of the real servers, runs
 SUP on SQLite, loads the sample data, and SUP provisions it into LDAP (seen through sssd), Slurm and
-Kubernetes."""
+Kubernetes, where the demo user logs in to her login pod with ssh."""
 
 from __future__ import annotations
 
@@ -28,6 +28,10 @@ def test_demo_seeds_sample_users_and_is_rerunnable(tmp_path: Path) -> None:
         assert "account=ml user=kim" in lines and "account=physics user=saul" in lines, result.stdout
         assert not any("user=nacho" in line for line in lines)  # suspended: no associations
         assert "statefulsets: login-howard, login-kim, login-saul" in lines
+        # ... and on the real node kim logs in to her pod with ssh: who she is there, and her home
+        ssh = result.stdout.split("== kim logs in to her login pod")[-1]
+        assert "uid=10000(kim) gid=10000(kim) groups=10000(kim)," in ssh, result.stdout[-3000:]
+        assert "(physics)" in ssh and "HOME=/home/kim" in ssh
     database = sup_env(SUP_DATABASE_URL=f"sqlite:///{tmp_path / 'sup.db'}")
     users = run_sup("user", "list", "--json", env=database)
     by_name = {u["username"]: u for u in json.loads(users.stdout)}

@@ -1,0 +1,259 @@
+"""Seconds from the identity provider to a researcher's shell and first job, on the real test node.
+
+    .venv/bin/python bench/login_bench.py [--users 1000] [--samples 10]
+
+Starts, as the tests do (tests/support): slapd, munge + MariaDB + slurmdbd, an sssd with slurmctld +
+slurmd in its namespace (they resolve SUP's directory), and a real single-node Kubernetes (containerd,
+kubelet, kube-proxy, kube-router) with SUP's login image imported. The store (SQLite) is filled with
+`--users` people (one key each) in 10 groups bound to Slurm accounts and provisioned by a first full
+pass into LDAP and Slurm. They get no login pod: `kube.login_groups` is `[login]`, a group created
+over SCIM and bound to the Slurm account `gpu` (one node cannot run 1,000 pods).
+Then, with `sup serve` running (its reconciler on), for each of `--samples` new people one after the
+other: SCIM `POST /Users` (with an SSH key), then `PATCH /Groups/<login>` adding them, and from the
+POST on:
+  (a) `ssh PERSON@<their login Service> id` succeeds with their key, and
+  (b) `srun -A gpu id` run in that ssh session completes (the job ran on the node as them).
+Prints the median and p95 of each and where the seconds went (store write, pod created, scheduled,
+Ready, first ssh, association in slurmdbd). Not a test: nothing here asserts a time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import httpx
+import yaml
+
+from bench.e2e_bench import fill_store
+from sup.config import Settings
+from sup.reconcile.planner import run_pass
+from sup.scim.schemas import SUP_USER_SCHEMA
+from sup.store import migrate
+from sup.store.session import make_engine, make_sessionmaker
+from tests.e2e.login_site import MUNGE_SECRET, SLURM_CONFIG_MAP, new_person, slurm_objects
+from tests.support.cli import run_sup, sup_env
+from tests.support.images import LOGIN_IMAGE, build_images
+from tests.support.kubenode import KubeCluster
+from tests.support.server import SupServer
+from tests.support.slapd import SlapdServer
+from tests.support.slurmctld import start_job_cluster
+from tests.support.slurmdbd import SlurmdbdServer
+
+CORE_USER = "urn:ietf:params:scim:schemas:core:2.0:User"
+CORE_GROUP = "urn:ietf:params:scim:schemas:core:2.0:Group"
+PATCH_OP = "urn:ietf:params:scim:api:messages:2.0:PatchOp"
+
+
+def p95(samples: list[float]) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+
+
+def spread(samples: list[float]) -> str:
+    return (
+        f"median {statistics.median(samples):.2f} s, p95 {p95(samples):.2f} s, "
+        f"min {min(samples):.2f} s, max {max(samples):.2f} s ({len(samples)} samples)"
+    )
+
+
+def ssh(key: Path, user: str, host: str, command: str, known: Path) -> subprocess.CompletedProcess[str]:
+    argv = [
+        "ssh", "-i", str(key), "-o", "IdentitiesOnly=yes", "-o", "BatchMode=yes",
+        "-o", "ConnectTimeout=5", "-o", f"UserKnownHostsFile={known}",
+        "-o", "StrictHostKeyChecking=accept-new", "-o", "LogLevel=ERROR", f"{user}@{host}", command,
+    ]  # fmt: skip
+    return subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)  # noqa: S603 - our argv
+
+
+def pod_times(cluster: KubeCluster, namespace: str, pod: str) -> dict[str, float]:
+    """When the pod was created, scheduled and Ready (the API server's clock, epoch seconds)."""
+    found = cluster.api.get(f"/api/v1/namespaces/{namespace}/pods/{pod}") or {}
+
+    def epoch(text: str) -> float:
+        return datetime.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+    times = {"created": epoch(found["metadata"]["creationTimestamp"])} if found else {}
+    for condition in found.get("status", {}).get("conditions", []):
+        if condition["type"] in ("PodScheduled", "Ready") and condition["status"] == "True":
+            times[condition["type"]] = epoch(condition["lastTransitionTime"])
+    return times
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--users", type=int, default=1000)
+    parser.add_argument("--samples", type=int, default=10)
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="sup-login-bench-"))
+    slapd, slurmdbd = SlapdServer("rfc2307bis"), SlurmdbdServer("bench")
+    jobs = cluster = server = None
+    rows: list[tuple[str, str]] = []
+    try:
+        images = build_images()
+        slapd.start()
+        slurmdbd.start()
+        jobs = start_job_cluster(slapd, slurmdbd)
+        cluster = KubeCluster().start()
+        cluster.import_image(images.login)
+        controller = jobs.controller
+        namespace = cluster.new_namespace("bench", pod_security="restricted")
+        slurm_objects(cluster, namespace, controller.client_conf(cluster.pod_gateway), controller.munge_key)
+        gateway = f"{cluster.pod_gateway}/32"
+        config: dict[str, Any] = {
+            "database_url": f"sqlite:///{work / 'sup.db'}",
+            "ldap": dict(jobs.ldap),
+            "slurm": {"cluster": jobs.cluster, "sacctmgr": slurmdbd.bin["sacctmgr"], "lock_dir": str(work)},
+            "kube": {
+                "namespace": namespace,
+                "kubeconfig": str(cluster.kubeconfig),
+                "image": LOGIN_IMAGE,
+                "image_pull_policy": "Never",
+                "home_storage_class": cluster.storage_class,
+                "home_size": "64Mi",
+                "cpu": "1",
+                "memory": "512Mi",
+                "cpu_request": "20m",
+                "memory_request": "32Mi",
+                "login_groups": ["login"],
+                "ssh_sources": [f"{cluster.node_ip}/32"],
+                "slurmctld_cidrs": [gateway],
+                "slurmctld_ports": [controller.ctld_port],
+                "slurmd_cidrs": [gateway],
+                "slurmd_ports": [controller.slurmd_port],
+                "srun_port_range": f"{controller.srun_ports[0]}-{controller.srun_ports[1]}",
+                "slurm_config_map": SLURM_CONFIG_MAP,
+                "munge_key_secret": MUNGE_SECRET,
+            },
+        }
+        migrate.upgrade(config["database_url"])
+        settings = Settings.model_validate(config)
+        started = time.perf_counter()
+        fill_store(settings, args.users, 10)
+        rows.append(
+            (
+                f"fill the store: {args.users} users, 10 groups and accounts",
+                f"{time.perf_counter() - started:.1f} s",
+            )
+        )
+        sessions = make_sessionmaker(make_engine(settings.database_url))
+        started = time.perf_counter()
+        first = run_pass(settings, sessions, apply=True)
+        applied = ", ".join(
+            f"{t.target} {len(t.applied)} applied, {len(t.failed)} failed" for t in first.targets
+        )
+        rows.append(
+            (
+                "first full pass (LDAP, Slurm; no login pods)",
+                f"{time.perf_counter() - started:.1f} s ({applied})",
+            )
+        )
+
+        config_file = work / "sup.yaml"
+        config_file.write_text(yaml.safe_dump(config))
+        env = sup_env(SUP_CONFIG=str(config_file), SLURM_CONF=str(slurmdbd.slurm_conf))
+        admin = run_sup("token", "create", "--name", "bench", "--role", "admin", env=env).stdout.strip()
+        scim = run_sup("token", "create", "--name", "bench-scim", "--role", "scim", env=env).stdout.strip()
+        server = SupServer(env, work / "serve.log")
+        api = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {admin}"}, timeout=30)
+        scim_api = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {scim}"}, timeout=30)
+        group = scim_api.post("/scim/v2/Groups", json={"schemas": [CORE_GROUP], "displayName": "login"})
+        group.raise_for_status()
+        group_id = group.json()["id"]
+        api.post("/api/v1/slurm/accounts", json={"name": "gpu", "group": "login"}).raise_for_status()
+        time.sleep(3)
+
+        to_ssh: list[float] = []
+        to_job: list[float] = []
+        parts: dict[str, list[float]] = {}
+        for i in range(args.samples):
+            person = new_person(work, f"res{i:03d}")
+            t0 = time.time()
+            created = scim_api.post(
+                "/scim/v2/Users",
+                json={
+                    "schemas": [CORE_USER, SUP_USER_SCHEMA],
+                    "userName": person.name,
+                    SUP_USER_SCHEMA: {"sshPublicKeys": [person.public]},
+                },
+            )
+            created.raise_for_status()
+            added = scim_api.patch(
+                f"/scim/v2/Groups/{group_id}",
+                json={
+                    "schemas": [PATCH_OP],
+                    "Operations": [
+                        {"op": "add", "path": "members", "value": [{"value": created.json()["id"]}]}
+                    ],
+                },
+            )
+            added.raise_for_status()
+            stored = time.time()
+            login = f"login-{person.name}"
+            known = work / f"known-{person.name}"
+            host = None
+            while time.time() - t0 < 300:
+                service = cluster.api.get(f"/api/v1/namespaces/{namespace}/services/{login}")
+                if service is not None:
+                    host = service["spec"]["clusterIP"]
+                    if ssh(person.key, person.name, host, "id", known).returncode == 0:
+                        break
+                time.sleep(0.2)
+            else:
+                raise SystemExit(f"{person.name}: no ssh within 300 s")
+            in_shell = time.time()
+            assert host is not None
+            while time.time() - t0 < 300:
+                job = ssh(person.key, person.name, host, "srun -A gpu id", known)
+                if job.returncode == 0 and f"({person.name})" in job.stdout:
+                    break
+                time.sleep(0.2)
+            else:
+                raise SystemExit(f"{person.name}: no srun within 300 s: {job.stderr}")
+            job_done = time.time()
+            to_ssh.append(in_shell - t0)
+            to_job.append(job_done - t0)
+            pod = pod_times(cluster, namespace, f"{login}-0")
+            for name, moment in (
+                ("SCIM POST + PATCH answered", stored),
+                ("pod object created", pod.get("created", 0)),
+                ("pod scheduled", pod.get("PodScheduled", 0)),
+                ("pod Ready", pod.get("Ready", 0)),
+                ("first ssh id", in_shell),
+                ("first srun done", job_done),
+            ):
+                parts.setdefault(name, []).append(moment - t0)
+            print(f"  {person.name}: ssh {in_shell - t0:.2f} s, srun {job_done - t0:.2f} s", file=sys.stderr)
+        rows.append(("**(a) SCIM POST → `ssh` runs `id` in the login pod**", spread(to_ssh)))
+        rows.append(("**(b) SCIM POST → first `srun` from the pod done**", spread(to_job)))
+        for name, samples in parts.items():
+            rows.append((f"  from the POST: {name} (median)", f"{statistics.median(samples):.2f} s"))
+    finally:
+        if server is not None:
+            server.stop()
+        if cluster is not None:
+            cluster.stop()
+        if jobs is not None:
+            jobs.stop()
+        slurmdbd.stop()
+        slapd.stop()
+    print(f"load average at the end: {os.getloadavg()}")
+    print("| step | result |\n|---|---|")
+    for step, value in rows:
+        print(f"| {step} | {value} |")
+
+
+if __name__ == "__main__":
+    main()
