@@ -114,7 +114,7 @@ def test_a_person_logs_in_to_their_own_pod_as_themselves_and_runs_jobs(
         "find / \\( -path /proc -o -path /sys \\) -prune -o -type f -readable"
         f" -size {len(key)}c -print 2>/dev/null | xargs -r sha256sum;"
         " ls /var/run/secrets/kubernetes.io 2>&1; ls /etc/munge-key 2>&1; env;"
-        " find / \\( -path /proc -o -path /sys \\) -prune -o -type s -print 2>/dev/null",
+        " find / \\( -path /proc -o -path /sys \\) -prune -o -type s -print 2>/dev/null; true",
         timeout=120,
     )
     assert hashlib.sha256(key).hexdigest() not in scan
