@@ -219,6 +219,31 @@ def test_a_login_pod_stuck_on_a_broken_template_is_replaced_once_it_is_fixed(
     wait_until(crash_looping, timeout=120, what="dana's pod in CrashLoopBackOff")
     del site.stack.config["kube"]["templates_dir"]
     site.restart()
-    site.call("POST", "reconcile", {"targets": ["kube"]})
-    site.wait_ready("login-dana", timeout=180)
+    site.call("POST", "reconcile", {"targets": ["kube"]})  # the fixed template: the StatefulSet updated
+
+    def rollout_stuck() -> bool:
+        sts = site.cluster.api.get(f"/api/v1/namespaces/{site.namespace}/statefulsets/login-dana") or {}
+        status = sts.get("status", {})
+        return bool(
+            status.get("observedGeneration") == sts.get("metadata", {}).get("generation")
+            and status.get("updateRevision")
+            and status.get("currentRevision") != status.get("updateRevision")
+        )
+
+    wait_until(rollout_stuck, timeout=60, what="the StatefulSet's rollout waiting on the stuck pod")
+    assert crash_looping()  # the rollout alone does not replace it
+    old_pod = site.cluster.api.get(f"/api/v1/namespaces/{site.namespace}/pods/login-dana-0")
+    assert old_pod is not None
+    site.call("POST", "reconcile", {"targets": ["kube"]})  # the next pass (a scheduled one in production)
+    wait_until(
+        lambda: (
+            (site.cluster.api.get(f"/api/v1/namespaces/{site.namespace}/pods/login-dana-0") or {})
+            .get("metadata", {})
+            .get("uid")
+            not in (None, old_pod["metadata"]["uid"])
+        ),
+        timeout=60,
+        what="the stuck pod replaced",
+    )
+    site.wait_ready("login-dana", timeout=120)
     assert site.ssh_ok(dana, "login-dana", "id -un").strip() == "dana"
