@@ -16,6 +16,7 @@ their login pod prints their name, and `helm uninstall` keeps the users' namespa
 from __future__ import annotations
 
 import datetime
+import re
 import secrets
 import subprocess
 import threading
@@ -81,7 +82,10 @@ def sup_image(kube_cluster: KubeCluster, login_image: str) -> str:
         images = build_images()
     except ImagesUnavailable as exc:
         pytest.skip(str(exc))
+    started = time.monotonic()
     kube_cluster.import_image(images.sup)
+    size = images.sup.stat().st_size / 2**20
+    print(f"SUP's image ({size:.0f} MiB) imported into the node in {time.monotonic() - started:.1f} s")
     return SUP_IMAGE
 
 
@@ -182,6 +186,35 @@ def can_i(kube_cluster: KubeCluster, account: str, verb: str, resource: str, nam
     answer = result.stdout.strip()
     assert answer in ("yes", "no"), (result.returncode, result.stdout, result.stderr)
     return answer == "yes"
+
+
+SELF_REVIEWS = {  # what every authenticated client may do (system:basic-user)
+    "selfsubjectaccessreviews.authorization.k8s.io",
+    "selfsubjectrulesreviews.authorization.k8s.io",
+    "selfsubjectreviews.authentication.k8s.io",
+}
+
+
+def granted(kube_cluster: KubeCluster, account: str, namespace: str) -> set[tuple[str, str]]:
+    """(verb, resource.group) pairs `kubectl auth can-i --list` shows for the account in the namespace,
+    without the self-reviews every client has and non-resource URLs."""
+    listed = kube_cluster.kubectl("auth", "can-i", "--list", "-n", namespace, f"--as={account}").stdout
+    pairs: set[tuple[str, str]] = set()
+    for line in listed.splitlines()[1:]:
+        match = re.fullmatch(r"(\S+)\s+\[\]\s+\[.*?\]\s+\[(.*)\]", line.strip())
+        if match and match[1] not in SELF_REVIEWS:
+            pairs |= {(verb, match[1]) for verb in match[2].split()}
+    return pairs
+
+
+def role_rules(role: dict[str, Any]) -> set[tuple[str, str]]:
+    return {
+        (verb, f"{resource}.{group}" if group else resource)
+        for rule in role["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
 
 
 def ssh(person: Person, host: str, command: str, directory: Path) -> subprocess.CompletedProcess[str]:
@@ -298,6 +331,10 @@ def test_the_chart_installed_with_helm_runs_sup_which_provisions_a_person_who_lo
         assert readyz["database"]["state"] == "ok" and readyz["targets"]["kube"] == "configured"
 
         # --- RBAC: exactly the chart's Role, in the users' namespace only
+        role = kube_cluster.api.get(f"/apis/rbac.authorization.k8s.io/v1/namespaces/{users}/roles/{release}")
+        assert role is not None and ("create", "statefulsets.apps") in role_rules(role)
+        assert granted(kube_cluster, account, users) == role_rules(role)
+        assert granted(kube_cluster, account, namespace) == set()
         assert can_i(kube_cluster, account, "create", "statefulsets.apps", users)
         assert can_i(kube_cluster, account, "patch", "persistentvolumeclaims", users)
         assert can_i(kube_cluster, account, "delete", "pods", users)
@@ -329,24 +366,35 @@ def test_the_chart_installed_with_helm_runs_sup_which_provisions_a_person_who_lo
             timeout=30,
         )
         assert response.status_code == 201, response.text
-        wait(
-            lambda: kube_cluster.api.get(f"/api/v1/namespaces/{users}/pods/login-alice-0"),
-            "alice's login pod",
-            120,
-        )
+        try:
+            wait(
+                lambda: kube_cluster.api.get(f"/api/v1/namespaces/{users}/pods/login-alice-0"),
+                "alice's login pod",
+                120,
+            )
+        except AssertionError as exc:  # what SUP's reconciler says about the target
+            reconciler = httpx.get(f"{sup_url}/readyz", timeout=5).json()["reconciler"]
+            raise AssertionError(f"{exc}; SUP's reconciler: {reconciler}") from None
+        created_seconds = time.monotonic() - started
         kube_cluster.wait_pod_ready(users, "login-alice-0", timeout=120)
         ready_seconds = time.monotonic() - started
-        login = kube_cluster.api.get(f"/api/v1/namespaces/{users}/services/login-alice")
-        assert login is not None
-        host = login["spec"]["clusterIP"]
-        printed = wait(
-            lambda: (r := ssh(alice, host, "id -un", tmp_path)).returncode == 0 and r.stdout,
-            "alice's ssh into her login pod",
-            60,
-        )
+        login_service = kube_cluster.api.get(f"/api/v1/namespaces/{users}/services/login-alice")
+        assert login_service is not None
+        host = login_service["spec"]["clusterIP"]
+        attempts: list[str] = []
+
+        def login() -> str | None:
+            result = ssh(alice, host, "id -un", tmp_path)
+            if result.returncode != 0:
+                attempts.append(f"{time.monotonic() - started:.1f} s: {result.stderr.strip()[-120:]}")
+                return None
+            return result.stdout
+
+        printed = wait(login, "alice's ssh into her login pod", 60)
+        print("failed ssh attempts:", attempts)
         assert printed.strip() == "alice"
         print(
-            f"POST /users to the login pod Ready: {ready_seconds:.1f} s; "
+            f"POST /users to the login pod created: {created_seconds:.1f} s, Ready: {ready_seconds:.1f} s; "
             f"to `ssh ... id -un` printing alice: {time.monotonic() - started:.1f} s"
         )
         # SUP reached the API server in-cluster (the `kubernetes` Service, the ServiceAccount's
