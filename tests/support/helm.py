@@ -36,10 +36,12 @@ def find_helm() -> str:
     return result.stdout.strip().splitlines()[-1]
 
 
-def helm(binary: str, *args: str) -> subprocess.CompletedProcess[str]:
+def helm(binary: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "HELM_CACHE_HOME": "/tmp/sup-helm/cache", "HELM_CONFIG_HOME": "/tmp/sup-helm/config",
            "HELM_DATA_HOME": "/tmp/sup-helm/data"}  # fmt: skip
-    return subprocess.run([binary, *args], capture_output=True, text=True, timeout=120, check=False, env=env)
+    return subprocess.run(
+        [binary, *args], capture_output=True, text=True, timeout=timeout, check=False, env=env
+    )
 
 
 def render(binary: str, namespace: str, *settings: str, release: str = "sup") -> list[dict[str, Any]]:

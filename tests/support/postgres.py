@@ -1,5 +1,9 @@
 """A throwaway PostgreSQL server: initdb in a temp dir, a free loopback port, trust auth.
 
+`PostgresServer(listen=[...], clients=CIDR)` also listens on the given addresses (e.g. the test
+node's address on its pod bridge, never the machine's external interfaces) and lets clients from
+CIDR in with a password only (scram-sha-256): SUP's pods in the real test cluster.
+
 Runs as the `postgres` OS user when the tests run as root (PostgreSQL refuses to run as root), else as
 the current user. Durability is switched off (fsync, synchronous_commit): it is a test server.
 """
@@ -42,7 +46,9 @@ def find_bindir() -> Path:
 
 
 class PostgresServer:
-    def __init__(self) -> None:
+    def __init__(self, listen: Sequence[str] = (), clients: str | None = None) -> None:
+        self.listen = ("127.0.0.1", *listen)
+        self.clients = clients
         self.bindir = find_bindir()
         self.port = free_port()
         self.root = Path(tempfile.mkdtemp(prefix="sup-pg-"))
@@ -77,12 +83,16 @@ class PostgresServer:
             "--locale=C",
             "--no-sync",
         )
+        if self.clients:
+            with (self.datadir / "pg_hba.conf").open("a") as hba:  # as postgres: the file is its own
+                hba.write(f"host all all {self.clients} scram-sha-256\n")
         self.up()
 
     def up(self) -> None:
         """Start the server on the data directory (after `start()` made it, and after `down()`)."""
         options = (
-            f"-p {self.port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={self.socketdir} "
+            f"-p {self.port} -c listen_addresses={','.join(self.listen)} "
+            f"-c unix_socket_directories={self.socketdir} "
             "-c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300"
         )
         self._pg_ctl("-o", options, "-l", str(self.root / "server.log"), "-w", "-t", "60", "start")

@@ -1,0 +1,430 @@
+"""SUP's Helm chart, installed with `helm install` into the real test cluster (tests/support/kubenode.py),
+runs SUP from its image and provisions a person who then logs in.
+
+What an operator does, step by step: import SUP's image and the login image into the node (there is no
+registry), give SUP a PostgreSQL database its pods reach (a server of the test's own, listening on the
+node's address on the pod bridge as well as loopback, password logins from the pod network only),
+create the release's namespace and the database-URL Secret, `helm install --wait` with values for this
+node, take the first token the way the chart's NOTES say (`kubectl exec deploy/... -- sup token create`),
+and add a person through the API. Checked on the way: the migration hook ran against that database
+before SUP started, SUP's pod is Ready (/readyz), its ServiceAccount holds exactly the chart's Role (in
+the users' namespace; nothing in the release's), SUP reaches the API server in-cluster through the
+`kubernetes` Service with the token and CA the controller-manager hands out, the person's `ssh` into
+their login pod prints their name, and `helm uninstall` keeps the users' namespace with the homes.
+"""
+
+from __future__ import annotations
+
+import datetime
+import re
+import secrets
+import subprocess
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psycopg
+import pytest
+import yaml
+
+from sup.store.migrate import head_revision
+from sup.targets.kube.names import USER_LABEL
+from sup.targets.kube.names import key as object_key
+from tests.e2e.login_site import Person, new_person
+from tests.support.helm import CHART, helm
+from tests.support.images import SUP_IMAGE, ImagesUnavailable, build_images
+from tests.support.kubenode import KUBERNETES_SERVICE_IP, KubeCluster
+from tests.support.postgres import PostgresServer, PostgresUnavailable
+
+pytestmark = pytest.mark.timeout(1800)  # the first test may build the images
+
+DATABASE = "sup"
+ROLE = "sup"
+
+
+@dataclass
+class PodDatabase:
+    """A database SUP's pods reach: `url` for the Secret (the node's address, a password),
+    `server` for the test's own look (loopback, as the server's superuser)."""
+
+    server: PostgresServer
+    url: str
+
+
+@pytest.fixture(scope="module")
+def pod_database(kube_cluster: KubeCluster) -> Iterator[PodDatabase]:
+    """A PostgreSQL of the test's own on loopback and on the node's address on the pod bridge (never
+    the machine's external interfaces), accepting password logins from the pod network only."""
+    try:
+        server = PostgresServer(listen=[kube_cluster.pod_gateway], clients=kube_cluster.pod_cidr)
+    except PostgresUnavailable as exc:
+        pytest.skip(str(exc))
+    server.start()
+    try:
+        password = secrets.token_hex(16)
+        server.execute(f"CREATE ROLE {ROLE} LOGIN PASSWORD '{password}'")
+        server.execute(f"CREATE DATABASE {DATABASE} OWNER {ROLE}")
+        url = f"postgresql+psycopg://{ROLE}:{password}@{kube_cluster.pod_gateway}:{server.port}/{DATABASE}"
+        yield PodDatabase(server, url)
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def sup_image(kube_cluster: KubeCluster, login_image: str) -> str:
+    """SUP's image (scripts/build-images, cached) imported into the node, beside the login image."""
+    try:
+        images = build_images()
+    except ImagesUnavailable as exc:
+        pytest.skip(str(exc))
+    started = time.monotonic()
+    kube_cluster.import_image(images.sup)
+    size = images.sup.stat().st_size / 2**20
+    print(f"SUP's image ({size:.0f} MiB) imported into the node in {time.monotonic() - started:.1f} s")
+    return SUP_IMAGE
+
+
+@dataclass
+class Watch:
+    """When things first appeared while `helm install` ran (seconds since it started), polled from
+    a thread: the migration Job is deleted once it succeeds (its hook-delete-policy), so only a
+    watcher sees it."""
+
+    cluster: KubeCluster
+    namespace: str
+    name: str
+    started: float = field(default_factory=time.monotonic)
+    seen: dict[str, float] = field(default_factory=dict)
+    job_succeeded: bool = False
+    migration_seconds: float | None = None
+    _stop: threading.Event = field(default_factory=threading.Event)
+
+    def _mark(self, what: str) -> None:
+        self.seen.setdefault(what, time.monotonic() - self.started)
+
+    def run(self) -> None:
+        with self.cluster.apiserver.admin() as api:
+            base = f"/namespaces/{self.namespace}"
+            while not self._stop.is_set():
+                job = api.get(f"/apis/batch/v1{base}/jobs/{self.name}-migrate")
+                if job is not None:
+                    self._mark("job created")
+                    if job.get("status", {}).get("succeeded"):
+                        self.job_succeeded = True
+                        self._mark("job succeeded")
+                if api.get(f"/apis/apps/v1{base}/deployments/{self.name}") is not None:
+                    self._mark("deployment created")
+                selector = f"app.kubernetes.io/instance={self.name}"
+                for pod in api.items(f"/api/v1{base}/pods", selector):
+                    conditions = pod.get("status", {}).get("conditions", [])
+                    component = pod["metadata"]["labels"].get("app.kubernetes.io/component")
+                    if component == "migration":
+                        self._migration(pod)
+                    elif any(c["type"] == "Ready" and c["status"] == "True" for c in conditions):
+                        self._mark("sup pod ready")
+                time.sleep(0.2)
+
+    def _migration(self, pod: dict[str, Any]) -> None:
+        """`sup db upgrade`'s own run time, from the container's terminated state (whole seconds)."""
+        for status in pod.get("status", {}).get("containerStatuses", []):
+            done = status.get("state", {}).get("terminated")
+            if done and done.get("exitCode") == 0:
+                self.job_succeeded = True
+                started, finished = (
+                    datetime.datetime.fromisoformat(done[k]) for k in ("startedAt", "finishedAt")
+                )
+                self.migration_seconds = (finished - started).total_seconds()
+                self._mark("migration container finished")
+
+    def __enter__(self) -> Watch:
+        self._thread = threading.Thread(target=self.run, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+
+def values(kube_cluster: KubeCluster, login_image: str) -> dict[str, Any]:
+    return {
+        "image": {
+            "repository": SUP_IMAGE.split(":")[0],
+            "tag": SUP_IMAGE.split(":")[1],
+            "pullPolicy": "Never",
+        },
+        "replicaCount": 1,
+        "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"memory": "512Mi"}},
+        # only the kube target; a short debounce so that a write is provisioned at once
+        "config": {"reconcile": {"interval_seconds": 300, "debounce_seconds": 0.2, "poll_seconds": 0.2}},
+        "kube": {
+            "settings": {
+                "image": login_image,
+                "image_pull_policy": "Never",
+                "home_storage_class": kube_cluster.storage_class,
+                "home_size": "64Mi",
+                "cpu": "1",
+                "memory": "512Mi",
+                "cpu_request": "20m",
+                "memory_request": "32Mi",
+                "ssh_sources": [f"{kube_cluster.node_ip}/32"],
+            }
+        },
+    }
+
+
+def can_i(kube_cluster: KubeCluster, account: str, verb: str, resource: str, namespace: str) -> bool:
+    """`kubectl auth can-i` as SUP's ServiceAccount: what the API server's RBAC allows it."""
+    result = kube_cluster.kubectl(
+        "auth", "can-i", verb, resource, "-n", namespace, f"--as={account}", check=False
+    )
+    answer = result.stdout.strip()
+    assert answer in ("yes", "no"), (result.returncode, result.stdout, result.stderr)
+    return answer == "yes"
+
+
+SELF_REVIEWS = {  # what every authenticated client may do (system:basic-user)
+    "selfsubjectaccessreviews.authorization.k8s.io",
+    "selfsubjectrulesreviews.authorization.k8s.io",
+    "selfsubjectreviews.authentication.k8s.io",
+}
+
+
+def granted(kube_cluster: KubeCluster, account: str, namespace: str) -> set[tuple[str, str]]:
+    """(verb, resource.group) pairs `kubectl auth can-i --list` shows for the account in the namespace,
+    without the self-reviews every client has and non-resource URLs."""
+    listed = kube_cluster.kubectl("auth", "can-i", "--list", "-n", namespace, f"--as={account}").stdout
+    pairs: set[tuple[str, str]] = set()
+    for line in listed.splitlines()[1:]:
+        match = re.fullmatch(r"(\S+)\s+\[\]\s+\[.*?\]\s+\[(.*)\]", line.strip())
+        if match and match[1] not in SELF_REVIEWS:
+            pairs |= {(verb, match[1]) for verb in match[2].split()}
+    return pairs
+
+
+def role_rules(role: dict[str, Any]) -> set[tuple[str, str]]:
+    return {
+        (verb, f"{resource}.{group}" if group else resource)
+        for rule in role["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+
+
+def ssh(person: Person, host: str, command: str, directory: Path) -> subprocess.CompletedProcess[str]:
+    argv = [
+        "ssh",
+        "-i", str(person.key),
+        "-o", "IdentitiesOnly=yes",
+        "-o", "BatchMode=yes",
+        "-o", "ConnectTimeout=10",
+        "-o", f"UserKnownHostsFile={directory / 'known_hosts'}",
+        "-o", "StrictHostKeyChecking=accept-new",
+        "-o", "LogLevel=ERROR",
+        f"{person.name}@{host}",
+        command,
+    ]  # fmt: skip
+    return subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+
+
+def wait(condition: Callable[[], Any], what: str, timeout: float) -> Any:
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        try:
+            last = condition()
+        except (httpx.HTTPError, OSError) as exc:
+            last = exc
+        else:
+            if last:
+                return last
+        time.sleep(0.3)
+    raise AssertionError(f"{what} not reached within {timeout} s (last: {last!r})")
+
+
+def diagnose(kube_cluster: KubeCluster, namespace: str) -> str:
+    """What a failed install left: pods, jobs, events and SUP's logs, for the assertion message."""
+    shown = [
+        kube_cluster.kubectl(
+            "-n", namespace, "get", "pods,jobs,deployments", "-o", "wide", check=False
+        ).stdout,
+        kube_cluster.kubectl("-n", namespace, "get", "events", check=False).stdout[-3000:],
+    ]
+    for pod in kube_cluster.api.items(f"/api/v1/namespaces/{namespace}/pods"):
+        name = pod["metadata"]["name"]
+        logs = kube_cluster.kubectl("-n", namespace, "logs", name, "--all-containers", check=False)
+        shown.append(f"--- {name}:\n{(logs.stdout + logs.stderr)[-2000:]}")
+    return "\n".join(shown)
+
+
+def migrated_revision(database: PodDatabase) -> str | None:
+    """The database's Alembic revision; None before any migration."""
+    with psycopg.connect(database.server.url(DATABASE).replace("+psycopg", "")) as connection:
+        if connection.execute("SELECT to_regclass('public.alembic_version')").fetchone() == (None,):
+            return None
+        row = connection.execute("SELECT version_num FROM alembic_version").fetchone()
+    return str(row[0]) if row else None
+
+
+def test_the_chart_installed_with_helm_runs_sup_which_provisions_a_person_who_logs_in(
+    kube_cluster: KubeCluster,
+    helm_binary: str,
+    sup_image: str,
+    login_image: str,
+    pod_database: PodDatabase,
+    tmp_path: Path,
+) -> None:
+    release = f"sup-{uuid.uuid4().hex[:6]}"  # the chart's full name too (it contains "sup")
+    namespace = kube_cluster.new_namespace("sup-system", pod_security="restricted")
+    users = f"{release}-users"  # the chart's default target namespace
+    account = f"system:serviceaccount:{namespace}:{release}"
+    kube_cluster.api.create(
+        f"/api/v1/namespaces/{namespace}/secrets",
+        {"metadata": {"name": "sup-database"}, "stringData": {"url": pod_database.url}},
+    )
+    values_file = tmp_path / "values.yaml"
+    values_file.write_text(yaml.safe_dump(values(kube_cluster, login_image)))
+    kubeconfig = ["--kubeconfig", str(kube_cluster.kubeconfig)]
+    assert migrated_revision(pod_database) is None  # an empty database: the hook migrates it
+    installed = False
+    try:
+        # --- helm install: the migration hook, then SUP's objects; --wait for the pod to be Ready
+        with Watch(kube_cluster, namespace, release) as watch:
+            result = helm(
+                helm_binary, "install", release, str(CHART), "--namespace", namespace, *kubeconfig,
+                "--values", str(values_file), "--wait", "--timeout", "300s", timeout=330,
+            )  # fmt: skip
+            installed = result.returncode == 0
+            install_seconds = time.monotonic() - watch.started
+            wait(lambda: "sup pod ready" in watch.seen, "the watcher to see SUP's pod Ready", 10)
+        assert result.returncode == 0, f"{result.stdout}{result.stderr}\n{diagnose(kube_cluster, namespace)}"
+        seen = {what: f"{seconds:.1f} s" for what, seconds in watch.seen.items()}
+        print(f"helm install --wait: {install_seconds:.1f} s; since it started: {seen}")
+        # the hook ran `sup db upgrade` against the database before SUP's Deployment existed, and
+        # was deleted once it succeeded (its hook-delete-policy)
+        assert watch.seen["job created"] < watch.seen["deployment created"]
+        assert watch.job_succeeded and watch.migration_seconds is not None
+        print(f"`sup db upgrade` in the migration Job's container: {watch.migration_seconds:.0f} s")
+        assert migrated_revision(pod_database) == head_revision()
+        assert kube_cluster.api.get(f"/apis/batch/v1/namespaces/{namespace}/jobs/{release}-migrate") is None
+
+        # --- SUP's pod: Ready from its image, and /readyz through the Service from the host
+        (pod,) = kube_cluster.api.items(
+            f"/api/v1/namespaces/{namespace}/pods", f"app.kubernetes.io/instance={release}"
+        )
+        assert pod["spec"]["containers"][0]["image"] == sup_image
+        assert pod["spec"]["serviceAccountName"] == release
+        service = kube_cluster.api.get(f"/api/v1/namespaces/{namespace}/services/{release}")
+        assert service is not None
+        sup_url = f"http://{service['spec']['clusterIP']}:8080"
+        readyz = wait(
+            lambda: (r := httpx.get(f"{sup_url}/readyz", timeout=5)).status_code == 200 and r.json(),
+            "SUP's /readyz through its Service",
+            30,
+        )
+        assert readyz["database"]["state"] == "ok" and readyz["targets"]["kube"] == "configured"
+
+        # --- RBAC: exactly the chart's Role, in the users' namespace only
+        role = kube_cluster.api.get(f"/apis/rbac.authorization.k8s.io/v1/namespaces/{users}/roles/{release}")
+        assert role is not None and ("create", "statefulsets.apps") in role_rules(role)
+        assert granted(kube_cluster, account, users) == role_rules(role)
+        assert granted(kube_cluster, account, namespace) == set()
+        assert can_i(kube_cluster, account, "create", "statefulsets.apps", users)
+        assert can_i(kube_cluster, account, "patch", "persistentvolumeclaims", users)
+        assert can_i(kube_cluster, account, "delete", "pods", users)
+        assert can_i(kube_cluster, account, "list", "networkpolicies.networking.k8s.io", users)
+        assert not can_i(kube_cluster, account, "get", "secrets", users)
+        assert not can_i(kube_cluster, account, "create", "pods", users)
+        assert not can_i(kube_cluster, account, "watch", "statefulsets.apps", users)
+        assert not can_i(kube_cluster, account, "patch", "namespaces", users)  # its Pod Security labels
+        for verb, resource in [("get", "secrets"), ("list", "configmaps"), ("create", "statefulsets.apps"),
+                               ("create", "pods")]:  # fmt: skip
+            assert not can_i(kube_cluster, account, verb, resource, namespace), (verb, resource)
+        assert not can_i(kube_cluster, account, "list", "statefulsets.apps", "default")
+
+        def in_pod(*argv: str) -> str:
+            return kube_cluster.kubectl("-n", namespace, "exec", f"deploy/{release}", "--", *argv).stdout
+
+        # --- the first token, as the chart's NOTES say; then a person with a key, through the API
+        notes = helm(helm_binary, "get", "notes", release, "--namespace", namespace, *kubeconfig).stdout
+        assert f"exec deploy/{release} -- sup token create --name ops --role operator" in notes
+        token = in_pod("sup", "token", "create", "--name", "ops", "--role", "operator").strip()
+        assert token and "\n" not in token
+        headers = {"Authorization": f"Bearer {token}"}
+        alice = new_person(tmp_path, "alice")
+        started = time.monotonic()
+        response = httpx.post(
+            f"{sup_url}/api/v1/users",
+            json={"username": "alice", "ssh_public_keys": [alice.public]},
+            headers=headers,
+            timeout=30,
+        )
+        assert response.status_code == 201, response.text
+        try:
+            wait(
+                lambda: kube_cluster.api.get(f"/api/v1/namespaces/{users}/pods/login-alice-0"),
+                "alice's login pod",
+                120,
+            )
+        except AssertionError as exc:  # what SUP's reconciler says about the target
+            reconciler = httpx.get(f"{sup_url}/readyz", timeout=5).json()["reconciler"]
+            raise AssertionError(f"{exc}; SUP's reconciler: {reconciler}") from None
+        created_seconds = time.monotonic() - started
+        kube_cluster.wait_pod_ready(users, "login-alice-0", timeout=120)
+        ready_seconds = time.monotonic() - started
+        login_service = kube_cluster.api.get(f"/api/v1/namespaces/{users}/services/login-alice")
+        assert login_service is not None
+        host = login_service["spec"]["clusterIP"]
+        attempts: list[str] = []
+
+        def login() -> str | None:
+            result = ssh(alice, host, "id -un", tmp_path)
+            if result.returncode != 0:
+                attempts.append(f"{time.monotonic() - started:.1f} s: {result.stderr.strip()[-120:]}")
+                return None
+            return result.stdout
+
+        printed = wait(login, "alice's ssh into her login pod", 60)
+        print("failed ssh attempts:", attempts)
+        assert printed.strip() == "alice"
+        print(
+            f"POST /users to the login pod created: {created_seconds:.1f} s, Ready: {ready_seconds:.1f} s; "
+            f"to `ssh ... id -un` printing alice: {time.monotonic() - started:.1f} s"
+        )
+        # SUP reached the API server in-cluster (the `kubernetes` Service, the ServiceAccount's
+        # token and the controller-manager's CA): its last pass on the target applied cleanly
+        readyz = httpx.get(f"{sup_url}/readyz", timeout=5).json()
+        assert readyz["reconciler"]["targets"]["kube"]["error"] is None, readyz
+        assert in_pod("printenv", "KUBERNETES_SERVICE_HOST").strip() == KUBERNETES_SERVICE_IP
+        mounted_ca = in_pod("cat", "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt")
+        assert mounted_ca == kube_cluster.apiserver.ca_file.read_text()  # the controller-manager's root CA
+        logs = kube_cluster.kubectl("-n", namespace, "logs", f"deploy/{release}").stdout
+        assert "cannot reach the API server" not in logs and "CERTIFICATE_VERIFY_FAILED" not in logs
+        claims = kube_cluster.api.items(
+            f"/api/v1/namespaces/{users}/persistentvolumeclaims", f"{USER_LABEL}={object_key('alice')}"
+        )
+        (home,) = [c["metadata"]["name"] for c in claims]
+
+        # --- helm uninstall: SUP and its rights go, the users' namespace and the home stay
+        result = helm(helm_binary, "uninstall", release, "--namespace", namespace, *kubeconfig, "--wait")
+        assert result.returncode == 0, result.stderr
+        installed = False
+        assert kube_cluster.api.get(f"/apis/apps/v1/namespaces/{namespace}/deployments/{release}") is None
+        assert not can_i(kube_cluster, account, "create", "statefulsets.apps", users)
+        kept = kube_cluster.api.get(f"/api/v1/namespaces/{users}")
+        assert kept is not None and kept["status"]["phase"] == "Active"
+        claim = kube_cluster.api.get(f"/api/v1/namespaces/{users}/persistentvolumeclaims/{home}")
+        assert claim is not None and claim["status"]["phase"] == "Bound"
+        shown = kube_cluster.kubectl("get", "namespace", users, "-o", "name").stdout.strip()
+        print(f"after helm uninstall: {shown} kept, with alice's home {home}")
+    finally:
+        if installed:
+            helm(helm_binary, "uninstall", release, "--namespace", namespace, *kubeconfig)
+        for name in (users, namespace):
+            kube_cluster.api.delete(f"/api/v1/namespaces/{name}")
