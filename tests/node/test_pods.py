@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import socket
+import threading
+import time
+
 import httpx
 import pytest
 
@@ -165,3 +169,55 @@ def test_a_restricted_namespace_admits_a_non_root_pod_and_refuses_a_root_one(
         assert 'violates PodSecurity "restricted' in refused.value.message
     finally:
         kube_cluster.api.delete(f"/api/v1/namespaces/{namespace}")
+
+
+def test_a_pod_reaches_a_service_of_the_host_at_the_pod_gateway(
+    kube_cluster: KubeCluster, namespace: str, run_pod: RunPod
+) -> None:
+    """What slurmctld (listening on the host's 0.0.0.0) needs: pods reach the host at pod_gateway."""
+    with socket.socket() as server:
+        server.bind(("0.0.0.0", 0))
+        server.listen()
+        port = server.getsockname()[1]
+
+        def answer() -> None:
+            connection, _ = server.accept()
+            with connection:
+                connection.sendall(b"hello from the host\n")
+
+        thread = threading.Thread(target=answer, daemon=True)
+        thread.start()
+        run_pod(namespace, name="client")
+        result = kube_cluster.exec(
+            namespace, "client", ["nc", "-w", "3", kube_cluster.pod_gateway, str(port)]
+        )
+        thread.join(timeout=5)
+    assert (result.returncode, result.stdout) == (0, "hello from the host\n")
+
+
+def test_a_changed_config_map_reaches_the_running_pod(
+    kube_cluster: KubeCluster, namespace: str, run_pod: RunPod
+) -> None:
+    """Mounted ConfigMaps follow updates without a restart, within the kubelet's syncFrequency
+    (10 s) plus its jitter: how login keys and NSS maps reach running login pods."""
+    maps = f"/api/v1/namespaces/{namespace}/configmaps"
+    kube_cluster.api.create(maps, {"metadata": {"name": "keys"}, "data": {"alice.keys": "old\n"}})
+    run_pod(
+        namespace,
+        name="login",
+        volumes=[{"name": "keys", "configMap": {"name": "keys"}}],
+        container={"volumeMounts": [{"name": "keys", "mountPath": "/etc/sup/login", "readOnly": True}]},
+    )
+    assert kube_cluster.exec(namespace, "login", ["cat", "/etc/sup/login/alice.keys"]).stdout == "old\n"
+
+    begin = time.monotonic()
+    kube_cluster.api.merge_patch(f"{maps}/keys", {"data": {"alice.keys": "new\n"}})
+    kube_cluster.wait_for(
+        lambda: kube_cluster.exec(namespace, "login", ["cat", "/etc/sup/login/alice.keys"]).stdout == "new\n",
+        "the update in the pod",
+        timeout=40,
+        interval=1,
+    )
+    took = time.monotonic() - begin
+    assert took < 25, f"the update took {took:.1f} s"
+    print(f"ConfigMap update reached the pod in {took:.1f} s")
