@@ -5,6 +5,7 @@ from __future__ import annotations
 import socket
 import threading
 import time
+from typing import Any
 
 import httpx
 import pytest
@@ -12,6 +13,18 @@ import pytest
 from tests.node.conftest import RunPod, pod_manifest
 from tests.support.kubeapi import ApiError
 from tests.support.kubenode import KubeCluster
+
+# what Pod Security "restricted" asks of a pod (POD_SECURITY) and of its containers (CONTAINER_SECURITY)
+POD_SECURITY: dict[str, Any] = {
+    "runAsNonRoot": True,
+    "runAsUser": 10001,
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+CONTAINER_SECURITY: dict[str, Any] = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+RESTRICTED: dict[str, Any] = {
+    "securityContext": POD_SECURITY,
+    "container": {"securityContext": CONTAINER_SECURITY},
+}
 
 
 def test_a_pod_runs_and_exec_reaches_it(kube_cluster: KubeCluster, namespace: str, run_pod: RunPod) -> None:
@@ -57,6 +70,43 @@ def test_a_claim_is_bound_and_its_files_survive_the_pod(
     run_pod(namespace, name="reader", **volume, **mount)
     result = kube_cluster.exec(namespace, "reader", ["cat", "/data/file"])
     assert (result.returncode, result.stdout) == (0, "kept\n")
+
+
+def test_a_non_root_pod_with_an_fs_group_can_write_to_its_claim(
+    kube_cluster: KubeCluster, run_pod: RunPod
+) -> None:
+    """A login pod's home: Pod Security restricted, uid 10001, fsGroup, a claim of the local class."""
+    namespace = kube_cluster.new_namespace("home", pod_security="restricted")
+    try:
+        kube_cluster.api.create(
+            f"/api/v1/namespaces/{namespace}/persistentvolumeclaims",
+            {
+                "metadata": {"name": "home"},
+                "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Mi"}}},
+            },
+        )
+        security = {
+            **RESTRICTED["securityContext"],
+            "fsGroup": 10001,
+            "fsGroupChangePolicy": "OnRootMismatch",
+        }
+        run_pod(
+            namespace,
+            name="user",
+            securityContext=security,
+            container={
+                "securityContext": CONTAINER_SECURITY,
+                "volumeMounts": [{"name": "home", "mountPath": "/home/user"}],
+            },
+            volumes=[{"name": "home", "persistentVolumeClaim": {"claimName": "home"}}],
+        )
+        result = kube_cluster.exec(
+            namespace, "user", ["sh", "-c", "touch /home/user/x && ls -ln /home/user/x"]
+        )
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.split()[2:4] == ["10001", "10001"]
+    finally:
+        kube_cluster.api.delete(f"/api/v1/namespaces/{namespace}")
 
 
 def _web(kube_cluster: KubeCluster, namespace: str, run_pod: RunPod) -> tuple[str, str]:
@@ -138,18 +188,6 @@ def test_network_policy_is_enforced(kube_cluster: KubeCluster, namespace: str, r
         30,
     )
     assert _fetch_from(kube_cluster, namespace, "stranger", pod_ip, 8080) is None
-
-
-RESTRICTED = {
-    "securityContext": {
-        "runAsNonRoot": True,
-        "runAsUser": 10001,
-        "seccompProfile": {"type": "RuntimeDefault"},
-    },
-    "container": {
-        "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
-    },
-}
 
 
 def test_a_restricted_namespace_admits_a_non_root_pod_and_refuses_a_root_one(
