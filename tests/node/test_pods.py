@@ -2,12 +2,29 @@
 
 from __future__ import annotations
 
+import socket
+import threading
+import time
+from typing import Any
+
 import httpx
 import pytest
 
 from tests.node.conftest import RunPod, pod_manifest
 from tests.support.kubeapi import ApiError
 from tests.support.kubenode import KubeCluster
+
+# what Pod Security "restricted" asks of a pod (POD_SECURITY) and of its containers (CONTAINER_SECURITY)
+POD_SECURITY: dict[str, Any] = {
+    "runAsNonRoot": True,
+    "runAsUser": 10001,
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+CONTAINER_SECURITY: dict[str, Any] = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+RESTRICTED: dict[str, Any] = {
+    "securityContext": POD_SECURITY,
+    "container": {"securityContext": CONTAINER_SECURITY},
+}
 
 
 def test_a_pod_runs_and_exec_reaches_it(kube_cluster: KubeCluster, namespace: str, run_pod: RunPod) -> None:
@@ -53,6 +70,43 @@ def test_a_claim_is_bound_and_its_files_survive_the_pod(
     run_pod(namespace, name="reader", **volume, **mount)
     result = kube_cluster.exec(namespace, "reader", ["cat", "/data/file"])
     assert (result.returncode, result.stdout) == (0, "kept\n")
+
+
+def test_a_non_root_pod_with_an_fs_group_can_write_to_its_claim(
+    kube_cluster: KubeCluster, run_pod: RunPod
+) -> None:
+    """A login pod's home: Pod Security restricted, uid 10001, fsGroup, a claim of the local class."""
+    namespace = kube_cluster.new_namespace("home", pod_security="restricted")
+    try:
+        kube_cluster.api.create(
+            f"/api/v1/namespaces/{namespace}/persistentvolumeclaims",
+            {
+                "metadata": {"name": "home"},
+                "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Mi"}}},
+            },
+        )
+        security = {
+            **RESTRICTED["securityContext"],
+            "fsGroup": 10001,
+            "fsGroupChangePolicy": "OnRootMismatch",
+        }
+        run_pod(
+            namespace,
+            name="user",
+            securityContext=security,
+            container={
+                "securityContext": CONTAINER_SECURITY,
+                "volumeMounts": [{"name": "home", "mountPath": "/home/user"}],
+            },
+            volumes=[{"name": "home", "persistentVolumeClaim": {"claimName": "home"}}],
+        )
+        result = kube_cluster.exec(
+            namespace, "user", ["sh", "-c", "touch /home/user/x && ls -ln /home/user/x"]
+        )
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.split()[2:4] == ["10001", "10001"]
+    finally:
+        kube_cluster.api.delete(f"/api/v1/namespaces/{namespace}")
 
 
 def _web(kube_cluster: KubeCluster, namespace: str, run_pod: RunPod) -> tuple[str, str]:
@@ -136,18 +190,6 @@ def test_network_policy_is_enforced(kube_cluster: KubeCluster, namespace: str, r
     assert _fetch_from(kube_cluster, namespace, "stranger", pod_ip, 8080) is None
 
 
-RESTRICTED = {
-    "securityContext": {
-        "runAsNonRoot": True,
-        "runAsUser": 10001,
-        "seccompProfile": {"type": "RuntimeDefault"},
-    },
-    "container": {
-        "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
-    },
-}
-
-
 def test_a_restricted_namespace_admits_a_non_root_pod_and_refuses_a_root_one(
     kube_cluster: KubeCluster, run_pod: RunPod, busybox_image: str
 ) -> None:
@@ -165,3 +207,55 @@ def test_a_restricted_namespace_admits_a_non_root_pod_and_refuses_a_root_one(
         assert 'violates PodSecurity "restricted' in refused.value.message
     finally:
         kube_cluster.api.delete(f"/api/v1/namespaces/{namespace}")
+
+
+def test_a_pod_reaches_a_service_of_the_host_at_the_pod_gateway(
+    kube_cluster: KubeCluster, namespace: str, run_pod: RunPod
+) -> None:
+    """What slurmctld (listening on the host's 0.0.0.0) needs: pods reach the host at pod_gateway."""
+    with socket.socket() as server:
+        server.bind(("0.0.0.0", 0))
+        server.listen()
+        port = server.getsockname()[1]
+
+        def answer() -> None:
+            connection, _ = server.accept()
+            with connection:
+                connection.sendall(b"hello from the host\n")
+
+        thread = threading.Thread(target=answer, daemon=True)
+        thread.start()
+        run_pod(namespace, name="client")
+        result = kube_cluster.exec(
+            namespace, "client", ["nc", "-w", "3", kube_cluster.pod_gateway, str(port)]
+        )
+        thread.join(timeout=5)
+    assert (result.returncode, result.stdout) == (0, "hello from the host\n")
+
+
+def test_a_changed_config_map_reaches_the_running_pod(
+    kube_cluster: KubeCluster, namespace: str, run_pod: RunPod
+) -> None:
+    """Mounted ConfigMaps follow updates without a restart, within the kubelet's syncFrequency
+    (10 s) plus its jitter: how login keys and NSS maps reach running login pods."""
+    maps = f"/api/v1/namespaces/{namespace}/configmaps"
+    kube_cluster.api.create(maps, {"metadata": {"name": "keys"}, "data": {"alice.keys": "old\n"}})
+    run_pod(
+        namespace,
+        name="login",
+        volumes=[{"name": "keys", "configMap": {"name": "keys"}}],
+        container={"volumeMounts": [{"name": "keys", "mountPath": "/etc/sup/login", "readOnly": True}]},
+    )
+    assert kube_cluster.exec(namespace, "login", ["cat", "/etc/sup/login/alice.keys"]).stdout == "old\n"
+
+    begin = time.monotonic()
+    kube_cluster.api.merge_patch(f"{maps}/keys", {"data": {"alice.keys": "new\n"}})
+    kube_cluster.wait_for(
+        lambda: kube_cluster.exec(namespace, "login", ["cat", "/etc/sup/login/alice.keys"]).stdout == "new\n",
+        "the update in the pod",
+        timeout=40,
+        interval=1,
+    )
+    took = time.monotonic() - begin
+    assert took < 25, f"the update took {took:.1f} s"
+    print(f"ConfigMap update reached the pod in {took:.1f} s")

@@ -180,6 +180,7 @@ class KubeCluster:
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
         self._logs: list[IO[bytes]] = []
         self._lock: IO[str] | None = None
+        self._locked = False
         self._snapshot: hoststate.HostSnapshot | None = None
         self._apiserver: _ClusterApiServer | None = None
         self._provisioner: LocalProvisioner | None = None
@@ -321,7 +322,14 @@ class KubeCluster:
         except BaseException as exc:
             logs = {name: self.log(name)[-1500:] for name in self.processes}
             self.stop()
-            if isinstance(exc, KubeApiUnavailable | AssertionError | OSError | subprocess.SubprocessError):
+            failures = (
+                KubeClusterUnavailable,
+                KubeApiUnavailable,
+                AssertionError,
+                OSError,
+                subprocess.SubprocessError,
+            )
+            if isinstance(exc, failures):
                 detail = "\n".join(f"--- {name}:\n{text}" for name, text in logs.items() if text)
                 raise KubeClusterUnavailable(f"the test cluster did not start: {exc}\n{detail}") from exc
             raise
@@ -343,6 +351,7 @@ class KubeCluster:
                         f"another test cluster ({holder}) has held {LOCK_FILE} for {self.lock_wait:.0f} s"
                     ) from None
                 time.sleep(1)
+        self._locked = True
         self._lock.seek(0)
         previous = self._lock.read().split()
         if previous[:1] == ["root"] and len(previous) > 1 and Path(previous[1]) != self.root:
@@ -671,7 +680,8 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
         else:
             shutil.rmtree(self.root, ignore_errors=True)
         if self._lock is not None:
-            self._lock.truncate(0)  # nothing to recover
+            if self._locked:
+                self._lock.truncate(0)  # nothing to recover
             self._lock.close()  # releases the flock
             self._lock = None
         self.timings["stop"] = time.monotonic() - begin
