@@ -82,6 +82,18 @@ class LoginSite:
             method, f"{self.server.url}{API}/{path}", json=body, headers=self.admin, timeout=30
         )
 
+    def reconcile(self, *targets: str, timeout: float = 120) -> dict[str, Any]:
+        """POST /reconcile, waiting while another pass holds the lock (409), e.g. the pass a
+        freshly started `sup serve` runs."""
+        deadline = time.monotonic() + timeout
+        while True:
+            response = self.call("POST", "reconcile", {"targets": list(targets) or None})
+            if response.status_code != 409 or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        assert response.status_code == 200, response.text
+        return dict(response.json())
+
     def post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         response = self.call("POST", path, body)
         assert response.status_code == 201, response.text

@@ -219,7 +219,7 @@ def test_a_login_pod_stuck_on_a_broken_template_is_replaced_once_it_is_fixed(
     wait_until(crash_looping, timeout=120, what="dana's pod in CrashLoopBackOff")
     del site.stack.config["kube"]["templates_dir"]
     site.restart()
-    site.call("POST", "reconcile", {"targets": ["kube"]})  # the fixed template: the StatefulSet updated
+    applied = site.reconcile("kube")  # the fixed template is applied (by this pass or the one before)
 
     def rollout_stuck() -> bool:
         sts = site.cluster.api.get(f"/api/v1/namespaces/{site.namespace}/statefulsets/login-dana") or {}
@@ -230,11 +230,19 @@ def test_a_login_pod_stuck_on_a_broken_template_is_replaced_once_it_is_fixed(
             and status.get("currentRevision") != status.get("updateRevision")
         )
 
-    wait_until(rollout_stuck, timeout=60, what="the StatefulSet's rollout waiting on the stuck pod")
+    try:
+        wait_until(rollout_stuck, timeout=60, what="the StatefulSet's rollout waiting on the stuck pod")
+    except AssertionError:
+        sts = site.cluster.api.get(f"/api/v1/namespaces/{site.namespace}/statefulsets/login-dana") or {}
+        pod = site.cluster.api.get(f"/api/v1/namespaces/{site.namespace}/pods/login-dana-0") or {}
+        raise AssertionError(
+            f"{str(applied)[:2000]}\nsts {sts.get('metadata', {}).get('generation')} {sts.get('status')}\n"
+            f"pod {pod.get('metadata', {}).get('labels')} {pod.get('status', {}).get('containerStatuses')}"
+        ) from None
     assert crash_looping()  # the rollout alone does not replace it
     old_pod = site.cluster.api.get(f"/api/v1/namespaces/{site.namespace}/pods/login-dana-0")
     assert old_pod is not None
-    site.call("POST", "reconcile", {"targets": ["kube"]})  # the next pass (a scheduled one in production)
+    site.reconcile("kube")  # the next pass (a scheduled one in production)
     wait_until(
         lambda: (
             (site.cluster.api.get(f"/api/v1/namespaces/{site.namespace}/pods/login-dana-0") or {})

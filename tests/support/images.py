@@ -38,15 +38,17 @@ class Images:
 
     @property
     def sup(self) -> Path:
-        return self.archives[SUP_IMAGE]
+        """The archive of SUP's image, SUP_IMAGE."""
+        return self.archives["sup"]
 
     @property
     def login(self) -> Path:
-        return self.archives[LOGIN_IMAGE]
+        """The archive of the login image, LOGIN_IMAGE."""
+        return self.archives["login"]
 
 
 def parse_build_output(output: str) -> dict[str, Path]:
-    """`IMAGE PATH` lines, as scripts/build-images prints them."""
+    """`NAME PATH` lines (NAME `sup` or `login`), as scripts/build-images prints them."""
     archives: dict[str, Path] = {}
     for line in output.splitlines():
         if line.strip():
@@ -66,7 +68,7 @@ def build_images(timeout: float = 1800) -> Images:
     if result.returncode != 0:
         raise RuntimeError(f"scripts/build-images failed ({result.returncode}):\n{result.stderr[-4000:]}")
     archives = parse_build_output(result.stdout)
-    assert set(archives) == {SUP_IMAGE, LOGIN_IMAGE}, result.stdout
+    assert set(archives) == {"sup", "login"}, result.stdout
     return Images(archives)
 
 
