@@ -5,6 +5,7 @@ from __future__ import annotations
 import socket
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -70,6 +71,17 @@ def test_a_claim_is_bound_and_its_files_survive_the_pod(
     run_pod(namespace, name="reader", **volume, **mount)
     result = kube_cluster.exec(namespace, "reader", ["cat", "/data/file"])
     assert (result.returncode, result.stdout) == (0, "kept\n")
+
+    # the claim deleted, its volume is Released: the provisioner removes it and its directory
+    kube_cluster.api.delete(f"/api/v1/namespaces/{namespace}/pods/reader")
+    kube_cluster.api.delete(f"{claims}/data")
+    kube_cluster.wait_for(
+        lambda: (
+            kube_cluster.api.get(f"/api/v1/persistentvolumes/{pv['metadata']['name']}") is None
+            and not Path(pv["spec"]["local"]["path"]).exists()
+        ),
+        "the released volume and its directory to go",
+    )
 
 
 def test_a_non_root_pod_with_an_fs_group_can_write_to_its_claim(
