@@ -5,6 +5,7 @@ from __future__ import annotations
 import socket
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -12,7 +13,7 @@ import pytest
 
 from tests.node.conftest import RunPod, pod_manifest
 from tests.support.kubeapi import ApiError
-from tests.support.kubenode import KubeCluster
+from tests.support.kubenode import KUBERNETES_SERVICE_IP, KubeCluster
 
 # what Pod Security "restricted" asks of a pod (POD_SECURITY) and of its containers (CONTAINER_SECURITY)
 POD_SECURITY: dict[str, Any] = {
@@ -70,6 +71,17 @@ def test_a_claim_is_bound_and_its_files_survive_the_pod(
     run_pod(namespace, name="reader", **volume, **mount)
     result = kube_cluster.exec(namespace, "reader", ["cat", "/data/file"])
     assert (result.returncode, result.stdout) == (0, "kept\n")
+
+    # the claim deleted, its volume is Released: the provisioner removes it and its directory
+    kube_cluster.api.delete(f"/api/v1/namespaces/{namespace}/pods/reader")
+    kube_cluster.api.delete(f"{claims}/data")
+    kube_cluster.wait_for(
+        lambda: (
+            kube_cluster.api.get(f"/api/v1/persistentvolumes/{pv['metadata']['name']}") is None
+            and not Path(pv["spec"]["local"]["path"]).exists()
+        ),
+        "the released volume and its directory to go",
+    )
 
 
 def test_a_non_root_pod_with_an_fs_group_can_write_to_its_claim(
@@ -207,6 +219,19 @@ def test_a_restricted_namespace_admits_a_non_root_pod_and_refuses_a_root_one(
         assert 'violates PodSecurity "restricted' in refused.value.message
     finally:
         kube_cluster.api.delete(f"/api/v1/namespaces/{namespace}")
+
+
+def test_a_pod_reaches_the_api_server_through_the_kubernetes_service(
+    kube_cluster: KubeCluster, namespace: str, run_pod: RunPod
+) -> None:
+    """What SUP's own pod (the chart) needs: 10.96.0.1:443 leads to kube-apiserver."""
+    run_pod(namespace, name="client")
+    answer = kube_cluster.wait_for(
+        lambda: _fetch_from(kube_cluster, namespace, "client", KUBERNETES_SERVICE_IP, 443),
+        "the kubernetes Service from a pod",
+        30,
+    )
+    assert "Client sent an HTTP request to an HTTPS server" in answer
 
 
 def test_a_pod_reaches_a_service_of_the_host_at_the_pod_gateway(
