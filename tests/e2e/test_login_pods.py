@@ -219,10 +219,10 @@ def test_a_login_pod_stuck_on_a_broken_template_is_replaced_once_it_is_fixed(
     wait_until(crash_looping, timeout=120, what="dana's pod in CrashLoopBackOff")
     del site.stack.config["kube"]["templates_dir"]
     site.restart()
-    applied = site.reconcile("kube")  # the fixed template is applied (by this pass or the one before)
+    # the restarted SUP's first pass applies the fixed template; the rollout then waits on the pod
 
     def rollout_stuck() -> bool:
-        sts = site.cluster.api.get(f"/api/v1/namespaces/{site.namespace}/statefulsets/login-dana") or {}
+        sts = site.cluster.api.get(f"/apis/apps/v1/namespaces/{site.namespace}/statefulsets/login-dana") or {}
         status = sts.get("status", {})
         return bool(
             status.get("observedGeneration") == sts.get("metadata", {}).get("generation")
@@ -233,10 +233,10 @@ def test_a_login_pod_stuck_on_a_broken_template_is_replaced_once_it_is_fixed(
     try:
         wait_until(rollout_stuck, timeout=60, what="the StatefulSet's rollout waiting on the stuck pod")
     except AssertionError:
-        sts = site.cluster.api.get(f"/api/v1/namespaces/{site.namespace}/statefulsets/login-dana") or {}
+        sts = site.cluster.api.get(f"/apis/apps/v1/namespaces/{site.namespace}/statefulsets/login-dana") or {}
         pod = site.cluster.api.get(f"/api/v1/namespaces/{site.namespace}/pods/login-dana-0") or {}
         raise AssertionError(
-            f"{str(applied)[:2000]}\nsts {sts.get('metadata', {}).get('generation')} {sts.get('status')}\n"
+            f"sts {sts.get('metadata', {}).get('generation')} {sts.get('status')}\n"
             f"pod {pod.get('metadata', {}).get('labels')} {pod.get('status', {}).get('containerStatuses')}"
         ) from None
     assert crash_looping()  # the rollout alone does not replace it
@@ -254,4 +254,5 @@ def test_a_login_pod_stuck_on_a_broken_template_is_replaced_once_it_is_fixed(
         what="the stuck pod replaced",
     )
     site.wait_ready("login-dana", timeout=120)
+    site.wait_ssh(dana, "login-dana")  # the Service's endpoints follow the pod's readiness
     assert site.ssh_ok(dana, "login-dana", "id -un").strip() == "dana"
