@@ -138,6 +138,7 @@ def main() -> None:
                 "munge_key_secret": MUNGE_SECRET,
             },
         }
+        os.environ["SLURM_CONF"] = str(slurmdbd.slurm_conf)  # sacctmgr's, as an operator sets it
         migrate.upgrade(config["database_url"])
         settings = Settings.model_validate(config)
         started = time.perf_counter()
@@ -149,17 +150,20 @@ def main() -> None:
             )
         )
         sessions = make_sessionmaker(make_engine(settings.database_url))
-        started = time.perf_counter()
-        first = run_pass(settings, sessions, apply=True)
-        applied = ", ".join(
-            f"{t.target} {len(t.applied)} applied, {len(t.failed)} failed" for t in first.targets
-        )
-        rows.append(
-            (
-                "first full pass (LDAP, Slurm; no login pods)",
-                f"{time.perf_counter() - started:.1f} s ({applied})",
+        # Two passes: the first writes the POSIX identities, the second the Slurm associations that
+        # wait for them (slurmctld looks a new user up when their first association arrives).
+        for which in ("first", "second"):
+            started = time.perf_counter()
+            done = run_pass(settings, sessions, apply=True)
+            applied = ", ".join(
+                f"{t.target} {t.state}: {len(t.applied)} applied, {len(t.failed)} failed"
+                for t in done.targets
             )
-        )
+            took = time.perf_counter() - started
+            rows.append((f"{which} full pass (LDAP, Slurm; no login pods)", f"{took:.1f} s ({applied})"))
+        found = slurmdbd.show("association", "where", f"cluster={jobs.cluster}", "format=User")
+        people = {row[0] for row in found if row and row[0] and row[0] != "root"}
+        rows.append(("people with an association before the samples", str(len(people))))
 
         config_file = work / "sup.yaml"
         config_file.write_text(yaml.safe_dump(config))

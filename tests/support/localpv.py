@@ -3,9 +3,15 @@
 The class uses `kubernetes.io/no-provisioner` with `WaitForFirstConsumer`, as a real site would with
 local disks. With no-provisioner the scheduler does not pick a node for a claim (it waits for a PV
 to exist): there is one node, so every pending claim gets its PV at once. `LocalProvisioner` is the
-small loop that stands in for a provisioner: every second it creates a PV (a directory under the
-cluster's root, node affinity to the node, pre-bound to the claim) for each pending claim of the
-class, and deletes each Released PV with its directory (the PVs are `Retain`: nothing else would).
+small loop that stands in for a provisioner, as a static local-volume provisioner does for disks: it
+keeps a few unbound `ReadWriteOnce` PVs of the class ready (directories under the cluster's root, node
+affinity to the node), which the scheduler binds to a new pod's claim at once; for a claim they cannot
+serve (another access mode, more than SPARE_SIZE) it makes a PV pre-bound to that claim; and it deletes
+each Released PV with its directory (the PVs are `Retain`: nothing else would).
+
+Why a pool: a PV made for a claim after the pod asked for it races the scheduler's binding (a
+conflict, then the scheduler's backoff of up to ~20 s per pod), which is not what a site's
+provisioner costs.
 """
 
 from __future__ import annotations
@@ -14,14 +20,20 @@ import contextlib
 import logging
 import shutil
 import threading
+import uuid
 from pathlib import Path
 from typing import Any
 
 import httpx
 
+from sup.targets.kube.values import parse_quantity
 from tests.support.kubeapi import Admin, ApiError
 
 log = logging.getLogger(__name__)
+
+SPARE = 3  # unbound PVs kept ready
+SPARE_SIZE = "100Gi"  # what a spare PV offers (a directory: nothing enforces it)
+SPARE_MODES = ["ReadWriteOnce"]
 
 
 def storage_class(name: str) -> dict[str, Any]:
@@ -65,10 +77,18 @@ class LocalProvisioner:
                 log.debug("local PV provisioner: %s", exc)
 
     def once(self) -> None:
+        volumes = self.admin.items("/api/v1/persistentvolumes")
+        spare = [
+            v
+            for v in volumes
+            if v["spec"].get("storageClassName") == self.class_name and not v["spec"].get("claimRef")
+        ]
+        for _ in range(SPARE - len(spare)):
+            self._create(f"local-{uuid.uuid4()}", SPARE_SIZE, SPARE_MODES, "Filesystem", None)
         for claim in self.admin.items("/api/v1/persistentvolumeclaims"):
-            if self._wants_volume(claim):
+            if self._wants_volume(claim) and not self._spare_fits(claim):
                 self._provision(claim)
-        for volume in self.admin.items("/api/v1/persistentvolumes"):
+        for volume in volumes:
             spec = volume["spec"]
             if spec.get("storageClassName") == self.class_name and volume.get("status", {}).get("phase") in (
                 "Released",
@@ -86,31 +106,47 @@ class LocalProvisioner:
             and "deletionTimestamp" not in metadata
         )
 
+    @staticmethod
+    def _spare_fits(claim: dict[str, Any]) -> bool:
+        """Whether a spare PV serves this claim (the scheduler binds it; nothing to make)."""
+        spec = claim["spec"]
+        size = spec.get("resources", {}).get("requests", {}).get("storage", "1Gi")
+        return (
+            set(spec.get("accessModes", ["ReadWriteOnce"])) <= set(SPARE_MODES)
+            and spec.get("volumeMode", "Filesystem") == "Filesystem"
+            and parse_quantity(size) <= parse_quantity(SPARE_SIZE)
+        )
+
     def _provision(self, claim: dict[str, Any]) -> None:
-        metadata = claim["metadata"]
-        name = f"local-{metadata['uid']}"
+        metadata, spec = claim["metadata"], claim["spec"]
+        size = spec.get("resources", {}).get("requests", {}).get("storage", "1Gi")
+        claim_ref = {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "namespace": metadata["namespace"],
+            "name": metadata["name"],
+            "uid": metadata["uid"],
+        }
+        modes = spec.get("accessModes", ["ReadWriteOnce"])
+        self._create(f"local-{metadata['uid']}", size, modes, spec.get("volumeMode", "Filesystem"), claim_ref)
+
+    def _create(
+        self, name: str, size: str, modes: list[str], volume_mode: str, claim_ref: dict[str, Any] | None
+    ) -> None:
         path = self.directory / name
         path.mkdir(mode=0o755, exist_ok=True)
         path.chmod(0o755)  # root's; fsGroup makes it the pod's group's
-        size = claim["spec"].get("resources", {}).get("requests", {}).get("storage", "1Gi")
-        volume = {
+        volume: dict[str, Any] = {
             "apiVersion": "v1",
             "kind": "PersistentVolume",
             "metadata": {"name": name, "labels": {"sup-test/local-pv": "true"}},
             "spec": {
                 "capacity": {"storage": size},
-                "accessModes": claim["spec"].get("accessModes", ["ReadWriteOnce"]),
+                "accessModes": modes,
                 "persistentVolumeReclaimPolicy": "Retain",
                 "storageClassName": self.class_name,
-                "volumeMode": claim["spec"].get("volumeMode", "Filesystem"),
+                "volumeMode": volume_mode,
                 "local": {"path": str(path)},
-                "claimRef": {
-                    "apiVersion": "v1",
-                    "kind": "PersistentVolumeClaim",
-                    "namespace": metadata["namespace"],
-                    "name": metadata["name"],
-                    "uid": metadata["uid"],
-                },
                 "nodeAffinity": {
                     "required": {
                         "nodeSelectorTerms": [
@@ -124,5 +160,7 @@ class LocalProvisioner:
                 },
             },
         }
+        if claim_ref is not None:
+            volume["spec"]["claimRef"] = claim_ref
         with contextlib.suppress(ApiError):  # already made on an earlier round
             self.admin.create("/api/v1/persistentvolumes", volume)
