@@ -44,8 +44,9 @@ class SlurmSettings(Section):
     offboarding: Offboarding = Field(
         "remove",
         description="what a suspension does to the user's associations: `remove` them at once "
-        "(slurmdbd refuses while a job of theirs runs), or `staged`: block new jobs "
-        "(MaxSubmitJobs=0) and remove them after `offboarding_deadline`",
+        "(blocked first with MaxSubmitJobs=0, so a removal slurmdbd refuses while a job of theirs "
+        "runs leaves them blocked), or `staged`: block new jobs and remove them after "
+        "`offboarding_deadline`",
     )
     offboarding_deadline: str = Field(
         "7d",
