@@ -163,6 +163,9 @@ def test_deactivated_user_loses_every_association(
     reconcile(science, store)
     h.change_user(store, science, "saul", active=False)
     assert plan(science, store) == [
+        # blocked first (MaxSubmitJobs=0): a removal slurmdbd refuses must not leave them open
+        ("update", "association", "chem/saul"),
+        ("update", "association", "phys/saul"),
         ("delete", "association", "chem/saul"),
         ("delete", "association", "phys/saul"),
     ]
