@@ -41,7 +41,7 @@ from sup.reconcile.planner import run_pass
 from sup.scim.schemas import SUP_USER_SCHEMA
 from sup.store import migrate
 from sup.store.session import make_engine, make_sessionmaker
-from tests.e2e.login_site import MUNGE_SECRET, SLURM_CONFIG_MAP, new_person, slurm_objects
+from tests.e2e.login_site import new_person, slurm_objects, slurm_pod_settings
 from tests.support.cli import run_sup, sup_env
 from tests.support.images import LOGIN_IMAGE, build_images
 from tests.support.kubenode import KubeCluster
@@ -111,7 +111,6 @@ def main() -> None:
         controller = jobs.controller
         namespace = cluster.new_namespace("bench", pod_security="restricted")
         slurm_objects(cluster, namespace, controller.client_conf(cluster.pod_gateway), controller.munge_key)
-        gateway = f"{cluster.pod_gateway}/32"
         config: dict[str, Any] = {
             "database_url": f"sqlite:///{work / 'sup.db'}",
             "ldap": dict(jobs.ldap),
@@ -119,23 +118,9 @@ def main() -> None:
             "kube": {
                 "namespace": namespace,
                 "kubeconfig": str(cluster.kubeconfig),
-                "image": LOGIN_IMAGE,
-                "image_pull_policy": "Never",
-                "home_storage_class": cluster.storage_class,
-                "home_size": "64Mi",
-                "cpu": "1",
-                "memory": "512Mi",
-                "cpu_request": "20m",
-                "memory_request": "32Mi",
+                **cluster.login_settings(LOGIN_IMAGE),
+                **slurm_pod_settings(cluster, controller),
                 "login_groups": ["login"],
-                "ssh_sources": [f"{cluster.node_ip}/32"],
-                "slurmctld_cidrs": [gateway],
-                "slurmctld_ports": [controller.ctld_port],
-                "slurmd_cidrs": [gateway],
-                "slurmd_ports": [controller.slurmd_port],
-                "srun_port_range": f"{controller.srun_ports[0]}-{controller.srun_ports[1]}",
-                "slurm_config_map": SLURM_CONFIG_MAP,
-                "munge_key_secret": MUNGE_SECRET,
             },
         }
         os.environ["SLURM_CONF"] = str(slurmdbd.slurm_conf)  # sacctmgr's, as an operator sets it

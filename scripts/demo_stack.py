@@ -69,15 +69,7 @@ def running_stack(
             kube: dict[str, Any] = {
                 "namespace": node.new_namespace("demo"),
                 "kubeconfig": str(node.kubeconfig),
-                "image": LOGIN_IMAGE,
-                "image_pull_policy": "Never",
-                "home_storage_class": node.storage_class,
-                "home_size": "64Mi",
-                "cpu": "1",
-                "memory": "512Mi",
-                "cpu_request": "20m",
-                "memory_request": "32Mi",
-                "ssh_sources": [f"{node.node_ip}/32"],
+                **node.login_settings(LOGIN_IMAGE),
             }
         else:
             say("starting etcd and kube-apiserver (API only: no pod runs) ...")

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from sup.store import migrate
-from tests.e2e.login_site import MUNGE_SECRET, SLURM_CONFIG_MAP, LoginSite, slurm_objects
+from tests.e2e.login_site import LoginSite, slurm_objects, slurm_pod_settings
 from tests.e2e.stack import Stack
 from tests.support.images import LOGIN_IMAGE, ImagesUnavailable, build_images
 from tests.support.kubeapi import KubeApiServer
@@ -142,7 +142,6 @@ def make_login_site(
         assert stack.jobs is not None
         controller = stack.jobs.controller
         namespace = kube_cluster.new_namespace("login", pod_security=pod_security)
-        gateway = f"{kube_cluster.pod_gateway}/32"
         slurm_objects(
             kube_cluster, namespace, controller.client_conf(kube_cluster.pod_gateway), controller.munge_key
         )
@@ -150,22 +149,8 @@ def make_login_site(
         stack.config["kube"] = {
             "namespace": namespace,
             "kubeconfig": str(kube_cluster.kubeconfig),
-            "image": login_image,
-            "image_pull_policy": "Never",
-            "home_storage_class": kube_cluster.storage_class,
-            "home_size": "64Mi",
-            "cpu": "1",
-            "memory": "512Mi",
-            "cpu_request": "20m",
-            "memory_request": "32Mi",
-            "ssh_sources": [f"{kube_cluster.node_ip}/32"],
-            "slurmctld_cidrs": [gateway],
-            "slurmctld_ports": [controller.ctld_port],
-            "slurmd_cidrs": [gateway],
-            "slurmd_ports": [controller.slurmd_port],
-            "srun_port_range": f"{controller.srun_ports[0]}-{controller.srun_ports[1]}",
-            "slurm_config_map": SLURM_CONFIG_MAP,
-            "munge_key_secret": MUNGE_SECRET,
+            **kube_cluster.login_settings(login_image),
+            **slurm_pod_settings(kube_cluster, controller),
             **kube,
         }
         return LoginSite(stack, kube_cluster, tmp_path)

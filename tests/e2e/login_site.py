@@ -22,6 +22,7 @@ import httpx
 from tests.e2e.stack import Stack
 from tests.support.kubenode import KubeCluster
 from tests.support.server import SupServer
+from tests.support.slurmctld import SlurmController
 
 API = "/api/v1"
 SLURM_CONFIG_MAP = "slurm-conf"
@@ -176,6 +177,21 @@ class LoginSite:
                 return time.monotonic() - started
             time.sleep(0.5)
         raise AssertionError(f"ssh {person.name}@{login} did not succeed within {timeout} s: {last}")
+
+
+def slurm_pod_settings(cluster: KubeCluster, controller: SlurmController) -> dict[str, Any]:
+    """The `kube` settings that let login pods on `cluster` run jobs on `controller` (reached at the
+    node's address on the pod bridge): its ports in the NetworkPolicy, slurm_objects' names."""
+    gateway = f"{cluster.pod_gateway}/32"
+    return {
+        "slurmctld_cidrs": [gateway],
+        "slurmctld_ports": [controller.ctld_port],
+        "slurmd_cidrs": [gateway],
+        "slurmd_ports": [controller.slurmd_port],
+        "srun_port_range": f"{controller.srun_ports[0]}-{controller.srun_ports[1]}",
+        "slurm_config_map": SLURM_CONFIG_MAP,
+        "munge_key_secret": MUNGE_SECRET,
+    }
 
 
 def slurm_objects(cluster: KubeCluster, namespace: str, slurm_conf: str, munge_key: bytes) -> None:

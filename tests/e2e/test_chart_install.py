@@ -162,19 +162,7 @@ def values(kube_cluster: KubeCluster, login_image: str) -> dict[str, Any]:
         "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"memory": "512Mi"}},
         # only the kube target; a short debounce so that a write is provisioned at once
         "config": {"reconcile": {"interval_seconds": 300, "debounce_seconds": 0.2, "poll_seconds": 0.2}},
-        "kube": {
-            "settings": {
-                "image": login_image,
-                "image_pull_policy": "Never",
-                "home_storage_class": kube_cluster.storage_class,
-                "home_size": "64Mi",
-                "cpu": "1",
-                "memory": "512Mi",
-                "cpu_request": "20m",
-                "memory_request": "32Mi",
-                "ssh_sources": [f"{kube_cluster.node_ip}/32"],
-            }
-        },
+        "kube": {"settings": kube_cluster.login_settings(login_image)},
     }
 
 

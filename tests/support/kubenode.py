@@ -232,6 +232,22 @@ class KubeCluster:
         if result.returncode != 0:
             raise KubeClusterUnavailable(f"importing {archive}: {result.stderr or result.stdout}")
 
+    def login_settings(self, image: str) -> dict[str, Any]:
+        """The `kube` settings (besides namespace and kubeconfig) for login pods that run here: the
+        imported `image`, never pulled, homes on the local StorageClass, small requests (one node
+        holds the pods of a test run), ssh admitted from the node (where the tests' ssh runs)."""
+        return {
+            "image": image,
+            "image_pull_policy": "Never",
+            "home_storage_class": self.storage_class,
+            "home_size": "64Mi",
+            "cpu": "1",
+            "memory": "512Mi",
+            "cpu_request": "20m",
+            "memory_request": "32Mi",
+            "ssh_sources": [f"{self.node_ip}/32"],
+        }
+
     def new_namespace(self, prefix: str = "t", pod_security: str | None = "restricted") -> str:
         """A fresh namespace (Pod Security enforced at that level), once its `default`
         ServiceAccount exists (pods cannot be created before)."""
