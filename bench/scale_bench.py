@@ -336,7 +336,10 @@ def loadgen() -> tuple[ModuleType, str]:
 
 def scim_load(serve: Serve, report: Report, users: int, seconds: float, concurrency: int) -> None:
     tool, caveat = loadgen()
-    tool.ensure_tool()
+    with report.step("SCIM load generator"):
+        tool.ensure_tool()
+    if "SCIM load generator" in report.failed:
+        return
     rng = random.Random(17)  # noqa: S311 - a reproducible sample, not a secret
     picked = rng.sample(range(users), min(users, 1000))
     base = f"{serve.server.url}/scim/v2/Users?filter="
@@ -488,6 +491,10 @@ def main() -> None:
         sizes(stack, report)
     except StepFailed:
         pass
+    except BaseException as exc:  # outside any step (a bug, Ctrl-C): still print what was measured
+        traceback.print_exc()
+        report.failed.append("the run")
+        report.add("the run: **FAILED** outside a step", f"{type(exc).__name__}: {str(exc)[:300]}")
     finally:
         if serve is not None:
             serve.stop()
