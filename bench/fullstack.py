@@ -153,7 +153,7 @@ class LoginTimes:
         self,
         started: float,
         checks: dict[str, Callable[[], bool]],
-        timeout: float = 120,
+        timeout: float = 300,
         interval: float = 0.1,
     ) -> float:
         """Poll the checks not yet met (each one is not asked again once it held) until all hold."""
