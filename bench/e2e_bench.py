@@ -19,45 +19,30 @@ Prints a Markdown table. Not a test: nothing here asserts a time.
 from __future__ import annotations
 
 import argparse
-import os
-import statistics
 import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import httpx
-import yaml
 
+from bench.fullstack import TARGETS, FullStack, spread, timed, wait_until
 from sup.config import Settings
 from sup.groups.schemas import GroupCreate
 from sup.groups.service import create_group
 from sup.reconcile.planner import desired_state, run_pass
 from sup.slurm_accounts.schemas import SlurmAccountCreate
 from sup.slurm_accounts.service import create_account
-from sup.store import migrate
 from sup.store.audit import Actor
 from sup.store.session import make_engine, make_sessionmaker
-from sup.targets.ldap import LdapSettings
-from sup.targets.ldap.sssd_config import render
 from sup.users.schemas import UserCreate
 from sup.users.service import create_user
-from tests.e2e.stack import wait_until
-from tests.support.cli import run_sup, sup_env
 from tests.support.keys import ed25519_key
-from tests.support.kubeapi import KubeApiServer
-from tests.support.postgres import PostgresServer
-from tests.support.server import SupServer
-from tests.support.slapd import SlapdServer
-from tests.support.slurmdbd import SlurmdbdServer
-from tests.support.sssd import SSSD_TEST_OPTIONS, SssdServer
 
 ACTOR = Actor(name="bench", role="admin")
-TARGETS = ("ldap", "slurm", "kube")
 
 
 def fill_store(settings: Settings, users: int, groups: int) -> None:
@@ -83,12 +68,6 @@ def fill_store(settings: Settings, users: int, groups: int) -> None:
             create_account(session, ACTOR, account)
 
 
-def timed(call: Callable[[], Any]) -> tuple[float, Any]:
-    started = time.perf_counter()
-    value = call()
-    return time.perf_counter() - started, value
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -98,40 +77,11 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=5)
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="sup-e2e-bench-"))
-    postgres, slapd, slurmdbd, kubeapi = (
-        PostgresServer(),
-        SlapdServer("rfc2307bis"),
-        SlurmdbdServer("bench"),
-        None,
-    )
-    sssd = None
+    stack = FullStack(work)
     rows: list[tuple[str, str]] = []
     try:
-        postgres.start()
-        slapd.start()
-        slurmdbd.start()
-        kubeapi = KubeApiServer().start()
-        os.environ["SLURM_CONF"] = str(slurmdbd.slurm_conf)  # for sacctmgr, as an operator sets it
-        url = postgres.create_database("bench")
-        migrate.upgrade(url)
-        config: dict[str, Any] = {
-            "database_url": url,
-            "ldap": slapd.ldap_settings(slapd.new_base("bench")),
-            "slurm": {
-                "cluster": slurmdbd.cluster,
-                "sacctmgr": slurmdbd.bin["sacctmgr"],
-                "lock_dir": str(work),
-            },
-            "kube": {
-                "namespace": kubeapi.new_namespace("bench"),
-                "kubeconfig": str(kubeapi.admin_kubeconfig),
-            },
-        }
-        settings = Settings.model_validate(config)
-        sssd = SssdServer(
-            render(LdapSettings.model_validate(config["ldap"]), options=list(SSSD_TEST_OPTIONS)),
-            negative_timeout=1,
-        ).start()
+        stack.start()
+        settings, url = stack.settings, stack.url
 
         seconds, _ = timed(lambda: fill_store(settings, args.users, args.groups))
         rows.append(
@@ -165,12 +115,10 @@ def main() -> None:
             ("**no-change full pass, all targets**", f"**{seconds:.2f} s**, {len(result.changes)} changes")
         )
 
-        config_file = work / "sup.yaml"
-        config_file.write_text(yaml.safe_dump(config))
-        env = sup_env(SUP_CONFIG=str(config_file), SLURM_CONF=str(slurmdbd.slurm_conf))
-        token = run_sup("token", "create", "--name", "bench", "--role", "admin", env=env).stdout.strip()
-        scim = run_sup("token", "create", "--name", "bench-scim", "--role", "scim", env=env).stdout.strip()
-        server = SupServer(env, work / "serve.log")
+        env = stack.env()
+        token = stack.token(env, "bench", "admin")
+        scim = stack.token(env, "bench-scim", "scim")
+        server = stack.serve(env)
         try:
             api = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {token}"}, timeout=30)
             scim_api = httpx.Client(
@@ -179,13 +127,10 @@ def main() -> None:
             wait_until(lambda: api.get("/readyz").json()["reconciler"].get("last_pass_at") is not None, 120)
 
             def provisioned(name: str) -> Callable[[], bool]:
-                def check() -> bool:
-                    if sssd is None or sssd.getent("passwd", name) is None:
-                        return False
-                    rows_ = slurmdbd.show("association", "where", f"user={name}", "format=User")
-                    return any(r and r[0] == name for r in rows_)
+                return lambda: stack.resolves(name) and stack.has_association(name)
 
-                return check
+            def resolves(name: str) -> Callable[[], bool]:
+                return lambda: stack.resolves(name)
 
             api_times = []
             for i in range(args.samples):
@@ -194,7 +139,7 @@ def main() -> None:
                 response = api.post("/api/v1/users", json={"username": name, "groups": ["lab000"]})
                 response.raise_for_status()
                 api_times.append(time.perf_counter() - started + wait_until(provisioned(name), 120))
-            rows.append(("**API write → getent via sssd + sacctmgr association**", _spread(api_times)))
+            rows.append(("**API write → getent via sssd + sacctmgr association**", spread(api_times)))
             scim_times = []
             for i in range(args.samples):
                 name = f"scim{i:03d}"
@@ -204,38 +149,19 @@ def main() -> None:
                     json={"schemas": ["urn:ietf:params:scim:schemas:core:2.0:User"], "userName": name},
                 )
                 created.raise_for_status()
-                scim_times.append(
-                    time.perf_counter() - started + wait_until(provisioned_ldap(sssd, name), 120)
-                )
-            rows.append(("**SCIM POST /Users → getent via sssd**", _spread(scim_times)))
+                scim_times.append(time.perf_counter() - started + wait_until(resolves(name), 120))
+            rows.append(("**SCIM POST /Users → getent via sssd**", spread(scim_times)))
         finally:
             server.stop()
     finally:
-        if sssd is not None:
-            sssd.stop()
-        if kubeapi is not None:
-            kubeapi.stop()
-        slurmdbd.stop()
-        slapd.stop()
-        postgres.stop()
+        stack.stop()
     print("| step | result |\n|---|---|")
     for step, value in rows:
         print(f"| {step} | {value} |")
 
 
-def provisioned_ldap(sssd: SssdServer | None, name: str) -> Callable[[], bool]:
-    return lambda: sssd is not None and sssd.getent("passwd", name) is not None
-
-
 def _error(error: str | None) -> str:
     return f" ({error})" if error else ""
-
-
-def _spread(samples: list[float]) -> str:
-    return (
-        f"**median {statistics.median(samples):.2f} s**, min {min(samples):.2f} s, max {max(samples):.2f} s"
-        f" ({len(samples)} samples)"
-    )
 
 
 if __name__ == "__main__":
