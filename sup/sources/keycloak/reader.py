@@ -19,6 +19,9 @@ from requests import RequestException
 
 from sup.config import KeycloakSettings
 
+# Members per request of a group's member list (brief representations: an id and a name or so each).
+MEMBER_PAGE = 5000
+
 
 class ReadFailed(RuntimeError):
     """Keycloak could not be read completely; nothing may be concluded from what was read."""
@@ -128,8 +131,8 @@ class RealmReader:
         except ValueError:
             raise ReadFailed(f"GET {path}: the answer is not JSON") from None
 
-    def pages(self, path: str, **params: Any) -> Iterator[dict[str, Any]]:
-        size = self.settings.page_size
+    def pages(self, path: str, size: int | None = None, **params: Any) -> Iterator[dict[str, Any]]:
+        size = size or self.settings.page_size
         first = 0
         while True:
             page = self.get(path, first=first, max=size, **params)
@@ -180,7 +183,11 @@ class RealmReader:
         return found
 
     def members(self, group_id: str) -> set[str]:
-        return {str(u["id"]) for u in self.pages(f"groups/{group_id}/members", briefRepresentation="true")}
+        """A group's direct members, in pages of at least MEMBER_PAGE: brief entries are small, and a
+        request per few hundred members is most of a realm's read."""
+        size = max(self.settings.page_size, MEMBER_PAGE)
+        path = f"groups/{quote(group_id, safe='')}/members"
+        return {str(u["id"]) for u in self.pages(path, size, briefRepresentation="true")}
 
     def snapshot(self) -> RealmSnapshot:
         users = self.users()
