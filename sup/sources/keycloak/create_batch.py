@@ -5,10 +5,14 @@ allocation, private group, keys, outbox marks, audit). The batched create writes
 same uids and gids (allocated in the same order: by Keycloak username), one audit `create` entry
 and one outbox mark per user and private group, in a few multi-row statements.
 
-Only the plain case is batched: an enabled user new to SUP whose name nobody holds or wants, without
-uidNumber/gidNumber attributes, with a valid spec, an allowed shell and keys nobody else has. Every
-other user (a name held by another source or another Keycloak user, a rule broken, ids given by
-Keycloak) is left to the per-user path (write_users.sync_user), which reports it as it always has.
+Users are created in the pull's order (by Keycloak username), a batch ending wherever the pull
+writes anything else, so uids and gids come out exactly as one by one. Only the plain case is
+batched: an enabled user new to SUP whose name nobody holds or wants, without uidNumber/gidNumber
+attributes, with a valid spec, an allowed shell and keys nobody else has. Every other user (a name
+held by another source or another Keycloak user, a rule broken, ids given by Keycloak, a key another
+Keycloak user has too) is left to the per-user path (write_users.sync_user), which reports it as it
+always has.
+
 Should the batch still be refused (a rule the checks here do not repeat), its savepoint is rolled
 back and its users go the per-user way too: the batch changes speed, not outcomes.
 """
@@ -16,7 +20,7 @@ back and its users go the per-user way too: the batch changes speed, not outcome
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from pydantic import ValidationError
 from sqlalchemy import select
@@ -28,7 +32,7 @@ from sup.domain.sshkeys import parse_ssh_public_key
 from sup.errors import SupError
 from sup.sources.keycloak.compare import user_input
 from sup.sources.keycloak.loaded import LoadedStore, log
-from sup.sources.keycloak.naming import ACTOR, SOURCE, username_of
+from sup.sources.keycloak.naming import ACTOR, SOURCE, keycloak_settings, username_of
 from sup.sources.keycloak.reader import KcUser
 from sup.sources.keycloak.report import SyncReport
 from sup.store.models import Membership, SshKey, User
@@ -41,14 +45,62 @@ _CHUNK = 500  # values per IN (...) query
 _IDS = ("uid_number", "primary_gid")
 
 
-def create_plain_users(
-    session: Session, settings: Settings, store: LoadedStore, users: Sequence[KcUser], report: SyncReport
-) -> set[str]:
-    """Create the plain new users among `users` (in this order) in batches. Returns the Keycloak ids
-    created; the caller syncs the others one by one."""
+class NewUserBatches:
+    """The plain new users of a pull, created a batch at a time in the pull's order.
+
+    The pull walks its users by Keycloak username; `take` keeps a plain new user for the next batch,
+    and the pull calls `flush` before any write of its own, so ids are allocated in the very order
+    the per-user path allocates them. A batch the service refuses goes through `one_by_one`."""
+
+    def __init__(
+        self,
+        session: Session,
+        settings: Settings,
+        store: LoadedStore,
+        users: Sequence[KcUser],
+        report: SyncReport,
+        one_by_one: Callable[[KcUser], None],
+    ) -> None:
+        self.session, self.settings, self.store, self.report = session, settings, store, report
+        self.one_by_one = one_by_one
+        self.plain = _plain_specs(session, settings, store, users)
+        self.pending: list[tuple[KcUser, UserCreate]] = []
+
+    def take(self, kc: KcUser) -> bool:
+        """Keep `kc` for the next batch if it is a plain new user; False: the caller syncs it."""
+        spec = self.plain.get(kc.id)
+        if spec is None:
+            return False
+        self.pending.append((kc, spec))
+        if len(self.pending) >= BATCH:
+            self.flush()
+        return True
+
+    def flush(self) -> None:
+        chunk, self.pending = self.pending, []
+        if not chunk:
+            return
+        try:
+            with self.session.begin_nested():
+                specs = [spec for _, spec in chunk]
+                create_users(self.session, self.settings, ACTOR, specs, SOURCE, key_origin="idp")
+        except (SupError, ValidationError, InvalidName) as exc:
+            log.info("keycloak sync: a batch of %d new users was refused (%s); one by one", len(chunk), exc)
+            for kc, _ in chunk:
+                self.one_by_one(kc)
+            return
+        _load(self.session, self.store, chunk)
+        self.report.created.extend(spec.username for _, spec in chunk)
+
+
+def _plain_specs(
+    session: Session, settings: Settings, store: LoadedStore, users: Sequence[KcUser]
+) -> dict[str, UserCreate]:
+    """Keycloak id -> spec of the users a batch may create."""
     if not settings.ids.private_groups:
-        return set()  # create_users would go one by one anyway
+        return {}  # create_users would go one by one anyway
     wanted = Counter(username_of(settings, kc) for kc in users)
+    blobs = Counter(_blob(line) for kc in users for line in _key_lines(settings, kc))
     candidates: list[tuple[KcUser, UserCreate]] = []
     for kc in users:
         if kc.id in store.user_by_kc or not kc.enabled:
@@ -56,23 +108,24 @@ def create_plain_users(
         username = username_of(settings, kc)
         if wanted[username] > 1 or username in store.user_by_name or username in store.group_by_name:
             continue
+        if any(blobs[_blob(line)] > 1 for line in _key_lines(settings, kc)):
+            continue  # another Keycloak user has that key too: whoever comes first gets it
         spec = _plain_spec(settings, kc, username)
         if spec is not None:
             candidates.append((kc, spec))
-    candidates = _keys_nobody_has(session, candidates)
-    created: set[str] = set()
-    for start in range(0, len(candidates), BATCH):
-        chunk = candidates[start : start + BATCH]
-        try:
-            with session.begin_nested():
-                create_users(session, settings, ACTOR, [s for _, s in chunk], SOURCE, key_origin="idp")
-        except (SupError, ValidationError, InvalidName) as exc:
-            log.info("keycloak sync: a batch of %d new users was refused (%s); one by one", len(chunk), exc)
-            continue
-        _load(session, store, chunk)
-        report.created.extend(spec.username for _, spec in chunk)
-        created.update(kc.id for kc, _ in chunk)
-    return created
+    return {kc.id: spec for kc, spec in _keys_nobody_has(session, candidates)}
+
+
+def _key_lines(settings: Settings, kc: KcUser) -> list[str]:
+    return [
+        line for line in kc.attributes.get(keycloak_settings(settings).ssh_key_attribute, []) if line.strip()
+    ]
+
+
+def _blob(line: str) -> str:
+    """A key line's base64 part (the same key, the same blob), or the line when it has none."""
+    parts = line.split()
+    return parts[1] if len(parts) > 1 else line
 
 
 def _plain_spec(settings: Settings, kc: KcUser, username: str) -> UserCreate | None:

@@ -19,10 +19,10 @@ from __future__ import annotations
 from sqlalchemy.orm import Session
 
 from sup.config import Settings
-from sup.sources.keycloak.create_batch import create_plain_users
+from sup.sources.keycloak.create_batch import NewUserBatches
 from sup.sources.keycloak.guard import refusal
 from sup.sources.keycloak.loaded import LoadedStore, guarded, log
-from sup.sources.keycloak.reader import RealmSnapshot
+from sup.sources.keycloak.reader import KcUser, RealmSnapshot
 from sup.sources.keycloak.report import Scope, SyncReport
 from sup.sources.keycloak.unchanged import unchanged
 from sup.sources.keycloak.write_groups import sync_groups, sync_members
@@ -55,16 +55,19 @@ def apply(
         return report
 
     ordered = sorted(snapshot.users.values(), key=lambda u: u.username)
-    batched = create_plain_users(session, settings, store, ordered, report)
-    for kc in ordered:
-        if kc.id in batched or unchanged(settings, store, kc):
-            continue
+
+    def one(kc: KcUser) -> None:
         guarded(
-            session,
-            report,
-            f"user {kc.username!r}",
-            lambda kc=kc: sync_user(session, settings, store, kc, report),
+            session, report, f"user {kc.username!r}", lambda: sync_user(session, settings, store, kc, report)
         )
+
+    batches = NewUserBatches(session, settings, store, ordered, report, one)
+    for kc in ordered:
+        if batches.take(kc) or unchanged(settings, store, kc):
+            continue
+        batches.flush()  # ids are allocated in this order, batched or not
+        one(kc)
+    batches.flush()
     if scope.users is None:
         gone_ids = set(store.user_by_kc) - set(snapshot.users)
     else:
