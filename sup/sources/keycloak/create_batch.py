@@ -35,7 +35,7 @@ from sup.sources.keycloak.loaded import LoadedStore, log
 from sup.sources.keycloak.naming import ACTOR, SOURCE, keycloak_settings, username_of
 from sup.sources.keycloak.reader import KcUser
 from sup.sources.keycloak.report import SyncReport
-from sup.store.models import Membership, SshKey, User
+from sup.store.models import SshKey, User
 from sup.users.bulk import create_users
 from sup.users.schemas import UserCreate
 from sup.users.service import check_username_policy
@@ -174,9 +174,7 @@ def _load(session: Session, store: LoadedStore, chunk: Sequence[tuple[KcUser, Us
         found = session.scalars(
             select(User)
             .where(User.username.in_(names[start : start + _CHUNK]))
-            .options(
-                selectinload(User.ssh_keys), selectinload(User.memberships).selectinload(Membership.group)
-            )
+            .options(selectinload(User.ssh_keys))
         ).all()
         for user in found:
             store.user_by_name[user.username] = user
