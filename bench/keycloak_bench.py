@@ -138,8 +138,8 @@ def main() -> None:
         print(f"{args.users} users, {args.groups} groups, {args.memberships} memberships per user\n")
         print("| step | seconds | SUP CPU s | requests | SQL writes | result |")
         print("|---|---:|---:|---:|---:|---|")
-        print(f"| first read after the fill (Keycloak cold) | {cold_time:.1f} | {cold_cpu:.1f} | {cold.requests} | - | "
-              "not compared: Keycloak warming up |")  # fmt: skip
+        print(f"| first read after the fill (Keycloak cold) | {cold_time:.1f} | {cold_cpu:.1f} | "
+              f"{cold.requests} | - | not compared: Keycloak warming up |")  # fmt: skip
         print(f"| read the realm, one request at a time | {serial_time:.1f} | {serial_cpu:.1f} | "
               f"{one_at_a_time.requests} | - | users paged, group tree, members per group |")  # fmt: skip
         print(f"| read the realm, {concurrency} requests in flight (SUP's read) | {read_only:.1f} | "
