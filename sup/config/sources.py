@@ -33,6 +33,12 @@ class KeycloakSettings(Section):
     events_seconds: float = Field(30, ge=1, description="seconds between admin-event reads")
     page_size: int = Field(500, ge=1, le=5000, description="users, groups or members per request")
     timeout_seconds: int = Field(30, ge=1, le=600, description="per-request timeout")
+    read_concurrency: int = Field(
+        4,
+        ge=1,
+        le=16,
+        description="requests in flight at once while a full pull reads pages and member lists",
+    )
     verify_tls: bool = True
     ca_file: str | None = Field(None, description="CA certificates (PEM) for Keycloak's TLS; default: system")
     groups_path: str = Field(

@@ -9,7 +9,7 @@ from __future__ import annotations
 from sqlalchemy.orm import Session
 
 from sup.store.models import Group, Membership, User
-from sup.store.outbox import mark_dirty
+from sup.store.outbox import mark_dirty, mark_dirty_many
 
 
 def _link(session: Session, group: Group, user: User, source: str) -> None:
@@ -27,13 +27,24 @@ def _unlink(session: Session, membership: Membership) -> None:
 def _replace(
     session: Session, current: dict[int, Membership], wanted: dict[int, tuple[Group, User]], source: str
 ) -> bool:
-    """Delete the memberships not wanted, add the wanted ones missing. Returns whether anything changed."""
+    """Delete the memberships not wanted, add the wanted ones missing. Returns whether anything changed.
+
+    The outbox marks go in as one upsert per kind (a member list of hundreds is not hundreds of
+    statements); each object touched is marked once, as `_link`/`_unlink` would."""
+    groups: set[str] = set()
+    users: set[str] = set()
     for key, membership in current.items():
         if key not in wanted:
-            _unlink(session, membership)
+            groups.add(membership.group.name)
+            users.add(membership.user.username)
+            session.delete(membership)
     for key, (group, user) in wanted.items():
         if key not in current:
-            _link(session, group, user, source)
+            session.add(Membership(group_id=group.id, user_id=user.id, source=source))
+            groups.add(group.name)
+            users.add(user.username)
+    mark_dirty_many(session, "group", groups)
+    mark_dirty_many(session, "user", users)
     session.flush()
     return set(wanted) != set(current)
 

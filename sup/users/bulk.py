@@ -30,9 +30,16 @@ from sup.users.upsert import UserChange
 
 
 def create_users(
-    session: Session, settings: Settings, actor: Actor, specs: Sequence[UserCreate], source: str
+    session: Session,
+    settings: Settings,
+    actor: Actor,
+    specs: Sequence[UserCreate],
+    source: str,
+    *,
+    key_origin: str = "admin",
 ) -> list[UserChange]:
-    """Create the users of `specs` (with their `groups`, which exist); SSH keys have origin `admin`."""
+    """Create the users of `specs` (with their `groups`, which exist); SSH keys have origin
+    `key_origin` (`idp` for an identity provider's users, as `create_user` takes it)."""
     changes = [UserChange("created", s.username, frozenset(s.model_fields_set)) for s in specs]
     # The plan checked the homes too: this is the write path's own guard (a few IN queries).
     check_new_homes(
@@ -40,7 +47,7 @@ def create_users(
     )
     if not settings.ids.private_groups:  # rare: keep the service's rules for primary groups
         for spec in specs:
-            create_user(session, settings, actor, spec, source)
+            create_user(session, settings, actor, spec, source, key_origin=key_origin)
         return changes
     uid_of = _uids(session, settings, specs)
     gid_of = _private_gids(session, settings, specs, uid_of)
@@ -95,7 +102,7 @@ def create_users(
             "key_data": key.blob,
             "comment": key.comment,
             "fingerprint": key.fingerprint,
-            "origin": "admin",
+            "origin": key_origin,
             "created_at": now,
         }
         for spec in specs

@@ -37,13 +37,13 @@ def user_input(
     )
 
 
-def _single(kc: KcUser, name: str) -> str | None:
+def single(kc: KcUser, name: str) -> str | None:
     values = [v for v in kc.attributes.get(name, []) if v.strip()]
     return values[0].strip() if values else None
 
 
 def _number(kc: KcUser, name: str, report: SyncReport, who: str) -> int | None:
-    raw = _single(kc, name)
+    raw = single(kc, name)
     if raw is None:
         return None
     try:
@@ -68,7 +68,7 @@ def _keys(settings: Settings, kc: KcUser, report: SyncReport, who: str) -> dict[
     return found
 
 
-def _display(kc: KcUser) -> str | None:
+def display_name(kc: KcUser) -> str | None:
     name = " ".join(p for p in (kc.first_name, kc.last_name) if p)
     return name or None
 
@@ -79,10 +79,10 @@ def wanted(settings: Settings, kc: KcUser, report: SyncReport, who: str) -> dict
         "email": kc.email,
         "given_name": kc.first_name,
         "family_name": kc.last_name,
-        "display_name": _display(kc),
+        "display_name": display_name(kc),
         "active": kc.enabled,
     }
-    shell = _single(kc, kcs.shell_attribute)
+    shell = single(kc, kcs.shell_attribute)
     if shell is not None:
         fields["login_shell"] = shell
     uid = _number(kc, kcs.uid_attribute, report, who)

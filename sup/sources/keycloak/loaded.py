@@ -13,7 +13,7 @@ from sup.domain.posix import InvalidName
 from sup.errors import SupError
 from sup.sources.keycloak.naming import SOURCE
 from sup.sources.keycloak.report import SyncReport
-from sup.store.models import Group, Membership, User
+from sup.store.models import Group, User
 
 log = logging.getLogger("sup.sources.keycloak.sync")
 
@@ -22,11 +22,7 @@ class LoadedStore:
     """The store's users and groups, loaded once per sync, by name and by Keycloak id."""
 
     def __init__(self, session: Session) -> None:
-        all_users = session.scalars(
-            select(User).options(
-                selectinload(User.ssh_keys), selectinload(User.memberships).selectinload(Membership.group)
-            )
-        ).all()
+        all_users = session.scalars(select(User).options(selectinload(User.ssh_keys))).all()
         self.user_by_name = {u.username: u for u in all_users}
         self.user_by_kc = {u.external_id: u for u in all_users if u.source == SOURCE and u.external_id}
         all_groups = session.scalars(select(Group).options(selectinload(Group.memberships))).all()

@@ -7,10 +7,13 @@ supplies the token handling (client_credentials, refresh) and the HTTP session.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import contextlib
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import quote
 
 from keycloak import KeycloakAdmin
@@ -18,6 +21,11 @@ from keycloak.exceptions import KeycloakError
 from requests import RequestException
 
 from sup.config import KeycloakSettings
+
+T = TypeVar("T")
+R = TypeVar("R")
+# Members per request of a group's member list (brief representations: an id and a name or so each).
+MEMBER_PAGE = 5000
 
 
 class ReadFailed(RuntimeError):
@@ -87,6 +95,7 @@ class RealmReader:
     def __init__(self, settings: KeycloakSettings, admin: KeycloakAdmin | None = None) -> None:
         self.settings = settings
         self.requests = 0
+        self._count_lock = threading.Lock()
         verify: bool | str = settings.ca_file or settings.verify_tls
         try:
             self.admin = admin or KeycloakAdmin(
@@ -114,7 +123,8 @@ class RealmReader:
         return self._get(path, params, missing_ok=True)
 
     def _get(self, path: str, params: dict[str, Any], *, missing_ok: bool) -> Any:
-        self.requests += 1
+        with self._count_lock:
+            self.requests += 1
         try:
             response = self.admin.connection.raw_get(f"{self.base}/{path}", **params)
         except (KeycloakError, RequestException) as exc:
@@ -128,8 +138,8 @@ class RealmReader:
         except ValueError:
             raise ReadFailed(f"GET {path}: the answer is not JSON") from None
 
-    def pages(self, path: str, **params: Any) -> Iterator[dict[str, Any]]:
-        size = self.settings.page_size
+    def pages(self, path: str, size: int | None = None, **params: Any) -> Iterator[dict[str, Any]]:
+        size = size or self.settings.page_size
         first = 0
         while True:
             page = self.get(path, first=first, max=size, **params)
@@ -139,6 +149,23 @@ class RealmReader:
             if len(page) < size:
                 return
             first += size
+
+    def parallel(self, read: Callable[[T], R], items: Iterable[T]) -> list[R]:
+        """`read` of each item, keycloak.read_concurrency requests in flight at once (Keycloak answers
+        each in a few milliseconds, most of them its own work: requests one after the other leave
+        its threads idle). The first failure is raised; nothing partial is returned."""
+        todo = list(items)
+        workers = min(self.settings.read_concurrency, len(todo))
+        if workers <= 1:
+            return [read(item) for item in todo]
+        self._refresh_token()  # once, before the threads share the session
+        with ThreadPoolExecutor(workers, thread_name_prefix="keycloak-read") as pool:
+            return list(pool.map(read, todo))
+
+    def _refresh_token(self) -> None:
+        # The first request refreshes it, or says why it cannot.
+        with contextlib.suppress(KeycloakError, RequestException, AttributeError):
+            self.admin.connection._refresh_if_required()
 
     # --- reads ----------------------------------------------------------------------------------------
 
@@ -150,7 +177,18 @@ class RealmReader:
 
     def users(self) -> dict[str, KcUser]:
         before = self.user_count()
-        users = {u.id: u for u in map(user_of, self.pages("users", briefRepresentation="false"))}
+        size = self.settings.page_size
+        # The pages the count says there are, read at once; then on, as `pages` would, while the
+        # last page read was full (users created meanwhile).
+        offsets = list(range(0, max(before, 1), size))
+        read = self.parallel(lambda first: self._user_page(first, size), offsets)
+        raws = [raw for page in read for raw in page]
+        first = offsets[-1] + size
+        while len(read[-1]) == size:
+            read.append(self._user_page(first, size))
+            raws += read[-1]
+            first += size
+        users = {u.id: u for u in map(user_of, raws)}
         after = self.user_count()
         # Pages shift when users are created or deleted during the read; fewer users than both counts
         # means some were skipped: not a picture to delete anybody from.
@@ -160,6 +198,12 @@ class RealmReader:
                 "the listing shifted during the read; try again"
             )
         return users
+
+    def _user_page(self, first: int, size: int) -> list[dict[str, Any]]:
+        page = self.get("users", first=first, max=size, briefRepresentation="false")
+        if not isinstance(page, list):
+            raise ReadFailed("GET users: expected a list")
+        return page
 
     def groups(self) -> dict[str, KcGroup]:
         """Every group (subgroups included) at or below settings.groups_path."""
@@ -180,12 +224,17 @@ class RealmReader:
         return found
 
     def members(self, group_id: str) -> set[str]:
-        return {str(u["id"]) for u in self.pages(f"groups/{group_id}/members", briefRepresentation="true")}
+        """A group's direct members, in pages of at least MEMBER_PAGE: brief entries are small, and a
+        request per few hundred members is most of a realm's read."""
+        size = max(self.settings.page_size, MEMBER_PAGE)
+        path = f"groups/{quote(group_id, safe='')}/members"
+        return {str(u["id"]) for u in self.pages(path, size, briefRepresentation="true")}
 
     def snapshot(self) -> RealmSnapshot:
         users = self.users()
         groups = self.groups()
-        members = {gid: self.members(gid) for gid in groups}
+        ids = list(groups)
+        members = dict(zip(ids, self.parallel(self.members, ids), strict=True))
         return RealmSnapshot(users=users, groups=groups, members=members, requests=self.requests)
 
     def user(self, user_id: str) -> KcUser | None:

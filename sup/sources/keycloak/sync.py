@@ -8,9 +8,10 @@ The rules, by module:
 - naming.py: POSIX names of Keycloak users and groups.
 Ownership: a user or group whose name is held by another source is left alone and reported as a
 conflict, unless `sources.precedence` lets Keycloak take it over. The reader never hands over a partial
-read. Nothing that did not change is written: a pull without changes makes zero store writes. Every
-change goes through the services' create-or-update, which validate, allocate ids, audit and mark the
-outbox.
+read. Nothing that did not change is written: a pull without changes makes zero store writes, and a
+user that plainly did not change is recognised without the services (unchanged.py). New users go
+in batches through the users service's batched create (create_batch.py); every other change goes
+through the services' create-or-update, which validate, allocate ids, audit and mark the outbox.
 """
 
 from __future__ import annotations
@@ -18,10 +19,12 @@ from __future__ import annotations
 from sqlalchemy.orm import Session
 
 from sup.config import Settings
+from sup.sources.keycloak.create_batch import NewUserBatches
 from sup.sources.keycloak.guard import refusal
 from sup.sources.keycloak.loaded import LoadedStore, guarded, log
-from sup.sources.keycloak.reader import RealmSnapshot
+from sup.sources.keycloak.reader import KcUser, RealmSnapshot
 from sup.sources.keycloak.report import Scope, SyncReport
+from sup.sources.keycloak.unchanged import unchanged
 from sup.sources.keycloak.write_groups import sync_groups, sync_members
 from sup.sources.keycloak.write_users import suspend_gone, sync_user
 
@@ -51,13 +54,20 @@ def apply(
         log.warning("keycloak sync refused: %s", report.refused)
         return report
 
-    for kc in sorted(snapshot.users.values(), key=lambda u: u.username):
+    ordered = sorted(snapshot.users.values(), key=lambda u: u.username)
+
+    def one(kc: KcUser) -> None:
         guarded(
-            session,
-            report,
-            f"user {kc.username!r}",
-            lambda kc=kc: sync_user(session, settings, store, kc, report),
+            session, report, f"user {kc.username!r}", lambda: sync_user(session, settings, store, kc, report)
         )
+
+    batches = NewUserBatches(session, settings, store, ordered, report, one)
+    for kc in ordered:
+        if batches.take(kc) or unchanged(settings, store, kc):
+            continue
+        batches.flush()  # ids are allocated in this order, batched or not
+        one(kc)
+    batches.flush()
     if scope.users is None:
         gone_ids = set(store.user_by_kc) - set(snapshot.users)
     else:
