@@ -4,6 +4,7 @@ broken watch makes the next pass list (watch.py)."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 
@@ -107,3 +108,19 @@ def test_without_kube_watch_every_pass_lists(make_site: Callable[..., Site]) -> 
     site.add_user("kim")
     site.converge()
     assert _lists(site) == 10 and watch.caches() == []
+
+
+def test_a_process_starts_watches_only_at_its_second_full_pass(
+    site: Site, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A one-shot `sup reconcile` runs one full pass: it never pays for watches."""
+    monkeypatch.setattr(watch, "START_AFTER", 1)
+    site.add_user("kim")
+    site.reconcile()
+    (cache,) = watch.caches()
+    assert not cache.live() and cache.requests() == {}
+    assert not any(t.name.startswith("sup-kube-watch") for t in threading.enumerate())
+    site.reconcile()  # lists, and seeds the cache
+    assert _lists(site) == 10 and cache.live()
+    site.reconcile()
+    assert _lists(site) == 0

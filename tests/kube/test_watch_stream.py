@@ -156,3 +156,17 @@ def test_stop_ends_every_thread(cache: tuple[watch.WatchCache, FakeClient]) -> N
     made.stop()
     assert not any(t is not None and t.is_alive() for t in threads)
     assert made.snapshot(wait=0) is None
+
+
+def test_a_relist_older_than_a_write_still_waits_for_it(
+    cache: tuple[watch.WatchCache, FakeClient], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    made, client = cache
+    monkeypatch.setattr(watch, "BACKOFF_SECONDS", (0.2, 0.2))
+    client.version = "200"
+    made.note_writes({SERVICE: 300}, set())  # written while the broken watch relists at 200
+    client.lines.put(END)
+    _until(lambda: client.requests["list", SERVICE] == 1 and made.live())
+    assert made.snapshot(wait=0.1) is None
+    client.lines.put(_event("ADDED", _obj("w", 300)))
+    assert _services(made) == {"w": "300"}

@@ -118,6 +118,8 @@ class WatchCache:
         """(kind, OURS|OTHERS) -> the objects, if the cache can be trusted (module docstring);
         None: list instead."""
         with self._cond:
+            if not all(s.live for s in self._streams.values()):
+                return None  # a watch is down: nothing to wait for
             if not self._cond.wait_for(self._trusted, timeout=wait):
                 return None
             self._deleted.clear()  # seen gone: a later object of that name is a new one
@@ -136,9 +138,13 @@ class WatchCache:
                     return False
         return True
 
-    def seed(self, kind: str, which: str, items: list[Body], resource_version: str) -> None:
-        """Replace a stream's objects with a list's, and watch from its version (a pass that listed
-        calls this for every stream; the list is newer than any write it waited for)."""
+    def seed(
+        self, kind: str, which: str, items: list[Body], resource_version: str, *, by_pass: bool = True
+    ) -> None:
+        """Replace a stream's objects with a list's, and watch from its version. A pass that listed
+        calls this for every stream (`by_pass`): its list came after every write SUP noted, so
+        those are forgotten; a watch thread's relist may have started before a write, so it forgets
+        only the writes its version covers."""
         if not resource_version.isdigit():
             return  # never trusted: the stream stays as it is (not live after an error)
         with self._cond:
@@ -150,8 +156,10 @@ class WatchCache:
             stream.live = True
             stream.epoch += 1
             _cut(stream.response)
-            self._written.pop(kind, None)
-            self._deleted = {(k, n) for k, n in self._deleted if k != kind}
+            if by_pass or self._written.get(kind, 0) <= stream.version:
+                self._written.pop(kind, None)
+            if by_pass:
+                self._deleted = {(k, n) for k, n in self._deleted if k != kind}
             if stream.thread is None:
                 stream.thread = threading.Thread(
                     target=self._run, args=(stream,), name=f"sup-kube-watch-{kind}-{which}", daemon=True
@@ -232,7 +240,7 @@ class WatchCache:
         )
         if not version.isdigit():
             raise _Expired(f"a list without a numeric resourceVersion ({version!r})")
-        self.seed(stream.kind, stream.which, items, version)
+        self.seed(stream.kind, stream.which, items, version, by_pass=False)
 
     def _watch(self, stream: _Stream, epoch: int, version: int) -> None:
         response = self.client.watch(
