@@ -8,7 +8,9 @@ store through SUP's services (each user with `keys` ed25519 keys and in `groups-
 groups of `group-size` members), and in a fresh namespace (Pod Security `restricted` enforced) times:
 1. SUP's first pass: open, observe (empty), diff, apply (5 objects per user, `workers` in flight);
 2. SUP's no-change pass: observe + diff, counting requests and writes; and a whole `run_pass` (the
-   store read included) as `sup reconcile --target kube` runs it;
+   store read included) as `sup reconcile --target kube` runs it (these list: kube.watch off);
+   then the same with the watch cache (sup/targets/kube/watch.py) as `sup serve` runs passes: one
+   pass that lists and seeds it, then a no-change pass and a `run_pass` served from it;
 3. the login ConfigMaps (sup/targets/kube/login_files.py): rendering every user's files, their
    sizes (the data, and the whole object as the API server stores it), and what a change costs: a
    key change (a pass scoped to that user) and a shared group's new member (a full pass);
@@ -45,7 +47,7 @@ from sup.reconcile.targets import target_context
 from sup.store import migrate, outbox
 from sup.store.audit import Actor
 from sup.store.session import make_engine, make_sessionmaker
-from sup.targets.kube import SPEC, KubeTarget
+from sup.targets.kube import SPEC, KubeTarget, watch
 from sup.targets.kube import diff as kube_diff
 from sup.targets.kube.login_files import Directory
 from sup.users.schemas import UserCreate, UserPatch
@@ -188,7 +190,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                 kube={"namespace": namespace, "kubeconfig": str(server.admin_kubeconfig), **kube},
             )
 
-        settings = settings_for(server.new_namespace("bench"), workers=args.workers)
+        namespace = server.new_namespace("bench")
+        settings = settings_for(namespace, workers=args.workers, watch=False)
         with timed(results, "fill the store (not compared)"):
             fill_store(settings, args.users, args.keys, args.groups_per_user, args.group_size)
         sessions = make_sessionmaker(make_engine(database_url))
@@ -208,6 +211,18 @@ def main(argv: Sequence[str] | None = None) -> None:
             whole = run_pass(settings, sessions, only=["kube"], apply=True)
         if not whole.ok or whole.changes:
             raise SystemExit(f"the no-change run_pass was not clean: {[t.error for t in whole.targets]}")
+
+        watched = settings_for(namespace, workers=args.workers, watch=True)
+        watch.START_AFTER = 0  # as from the second pass of `sup serve`
+        with timed(results, "no-change pass that lists and seeds the watch cache (observe + diff)"):
+            counts["no-change pass, seeding the watch cache"] = one_pass(watched, desired, apply=False)
+        with timed(results, "SUP no-change pass served from the watch cache (observe + diff)"):
+            counts["no-change pass from the watch cache"] = one_pass(watched, desired, apply=False)
+        with timed(results, "SUP no-change `run_pass` served from the watch cache (store read included)"):
+            cached = run_pass(watched, sessions, only=["kube"], apply=True)
+        if not cached.ok or cached.changes:
+            raise SystemExit(f"the cached run_pass was not clean: {[t.error for t in cached.targets]}")
+        watch.reset()
 
         login_files(server, settings, desired, results, sizes)
         clear_outbox(sessions)
@@ -236,6 +251,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                 counts["sequential first pass"] = one_pass(other, desired, apply=True)
             sequential_rate = objects / results["SUP first pass, workers=1"]
     finally:
+        watch.reset()
         server.stop()
         shutil.rmtree(work, ignore_errors=True)
 

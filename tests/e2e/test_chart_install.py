@@ -329,7 +329,8 @@ def test_the_chart_installed_with_helm_runs_sup_which_provisions_a_person_who_lo
         assert can_i(kube_cluster, account, "list", "networkpolicies.networking.k8s.io", users)
         assert not can_i(kube_cluster, account, "get", "secrets", users)
         assert not can_i(kube_cluster, account, "create", "pods", users)
-        assert not can_i(kube_cluster, account, "watch", "statefulsets.apps", users)
+        assert can_i(kube_cluster, account, "watch", "statefulsets.apps", users)  # the watch cache
+        assert not can_i(kube_cluster, account, "watch", "pods", users)
         assert not can_i(kube_cluster, account, "patch", "namespaces", users)  # its Pod Security labels
         for verb, resource in [("get", "secrets"), ("list", "configmaps"), ("create", "statefulsets.apps"),
                                ("create", "pods")]:  # fmt: skip

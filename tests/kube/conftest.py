@@ -12,8 +12,18 @@ import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
 from sup.config import Settings
+from sup.targets.kube import watch
 from tests.kube.site import Site
 from tests.support.kubeapi import KubeApiServer
+
+
+@pytest.fixture(autouse=True)
+def watch_caches(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Every test of a Kubernetes site runs its passes after the first from the watch cache (as a
+    long-running `sup serve` does from its second pass on), and stops its watches when it ends."""
+    monkeypatch.setattr(watch, "START_AFTER", 0)
+    yield
+    watch.reset()
 
 
 @pytest.fixture

@@ -5,6 +5,7 @@ and here: look at the objects."""
 from __future__ import annotations
 
 import datetime
+import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar
@@ -16,6 +17,7 @@ from sup.config import Settings
 from sup.store.models import Group, User
 from sup.targets.kube import KubeTarget
 from sup.targets.kube.names import home_claim
+from sup.targets.kube.watch import WatchCache
 from sup.targets.spec import TargetContext
 from tests.support.kubeapi import Admin, KubeApiServer, collection
 from tests.support.site import TargetSite
@@ -39,10 +41,34 @@ class Site(TargetSite[KubeTarget]):
     kubeconfig: Path
     targets: list[KubeTarget] = field(default_factory=list)
     now: datetime.datetime | None = None  # a fixed clock for retention tests; None: the real one
+    # before a pass, wait until the watch cache shows every object as a list does (hand edits made
+    # just before it); False: the pass sees the cache as it is
+    settle: bool = True
 
     def open_target(self, context: TargetContext[Any]) -> KubeTarget:
         now = self.now
-        return KubeTarget(replace(context, clock=lambda: now) if now is not None else context)
+        target = KubeTarget(replace(context, clock=lambda: now) if now is not None else context)
+        if self.settle and target.watch is not None and target.watch.live():
+            self.settle_watch(target.watch)
+        return target
+
+    def settle_watch(self, cache: WatchCache, timeout: float = 10.0) -> None:
+        """Wait until the watch cache holds what the API server holds (hand edits are events that
+        may still be on their way when a test starts the next pass)."""
+        deadline = time.monotonic() + timeout
+        want = self.versions()
+        while cache.versions() != want:
+            have = cache.versions()
+            assert time.monotonic() < deadline, (
+                "the watch cache does not catch up with the API server",
+                {
+                    k: (have.get(k), want.get(k))
+                    for k in have.keys() | want.keys()
+                    if have.get(k) != want.get(k)
+                },
+            )
+            time.sleep(0.02)
+            want = self.versions()
 
     def writes_of(self, target: KubeTarget) -> int:
         return target.client.writes

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from sup.targets.kube import watch
 from tests.kube.site import Site
 from tests.kube.stuck import login_pod, stuck_rollout
 from tests.support.helm import apply_objects, render
@@ -91,6 +92,8 @@ def test_a_whole_lifecycle_runs_under_the_charts_role_and_uses_all_of_it(
     for target in site.targets:
         used |= set(target.client.requests)
         assert target.client.warnings == []
+    for cache in watch.caches():  # the watches, and any relist, run on the cache's own client
+        used |= set(cache.requests())
     assert used == _granted(role)  # everything granted is used; nothing used is missing (it passed)
     assert {r for rule in role["rules"] for r in rule["resources"]} == {
         "persistentvolumeclaims",
@@ -118,7 +121,6 @@ def test_anything_outside_the_role_is_forbidden(
     }
     pod = {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "i"}]}}
     role = {"metadata": {"name": "more"}, "rules": []}
-    statefulsets = collection(site.namespace, "statefulsets")
     with kubeapi.as_token(token) as sup:
         assert _status(lambda: sup.items(collection(site.namespace, "persistentvolumeclaims"))) == 200
         forbidden = {
@@ -134,7 +136,12 @@ def test_anything_outside_the_role_is_forbidden(
             "list claims cluster-wide": lambda: sup.items("/api/v1/persistentvolumeclaims"),
             "create a role": lambda: sup.create(collection(site.namespace, "roles"), role),
             "delete the namespace": lambda: sup.delete(f"/api/v1/namespaces/{site.namespace}"),
-            "watch": lambda: sup.items(f"{statefulsets}?watch=true&timeoutSeconds=1"),
+            "watch pods": lambda: sup.items(
+                f"{collection(site.namespace, 'pods')}?watch=true&timeoutSeconds=1"
+            ),
+            "watch elsewhere": lambda: sup.items(
+                f"{collection(other, 'statefulsets')}?watch=true&timeoutSeconds=1"
+            ),
         }
         refused = {what: _status(attempt) for what, attempt in forbidden.items()}
     assert refused == dict.fromkeys(forbidden, 403)

@@ -10,6 +10,8 @@ model.py    the values passed between them: wanted and observed objects
 drift.py    what differs in the fields SUP sets (pure)
 diff.py     wanted vs observed -> Changes, retention of home claims (pure)
 observe.py  label-selected lists of the namespace
+watch.py    the process's cache of the namespace fed by watches, which a full pass reads when it
+            can trust it (sup serve)
 apply.py    server-side apply and deletes, in dependency order
 client.py   the narrow typed client on top of the official one
 values.py   quantities, durations, DNS names, labels, CIDRs (no client import: settings use it)

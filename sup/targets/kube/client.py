@@ -14,6 +14,7 @@ Errors: KubeApiError with the HTTP status and the API server's message (never a 
 
 from __future__ import annotations
 
+import builtins
 import json
 import os
 import threading
@@ -30,6 +31,8 @@ APPLY_PATCH = "application/apply-patch+yaml"
 # The metadata of each object only (name, labels, annotations, managedFields): enough to know which
 # names are taken by objects SUP did not create.
 METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
+# ... and of each object a watch sends (watch.py)
+METADATA = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
 
 
 @dataclass(frozen=True)
@@ -92,7 +95,7 @@ class _ApiClient(Protocol):
         header_params: Any = None,
         body: Any = None,
         post_params: Any = None,
-        _request_timeout: float | None = None,
+        _request_timeout: float | tuple[float, float] | None = None,
     ) -> _Response: ...
 
     def close(self) -> None: ...
@@ -139,6 +142,10 @@ class KubeClient:
         self.requests: Counter[tuple[str, str]] = Counter()  # by the verb RBAC authorized
         self.sent = 0  # HTTP requests
         self.warnings: list[str] = []
+        # what this client wrote, for the watch cache to wait for (watch.py): per kind the highest
+        # resourceVersion an apply answered with, and the objects it deleted
+        self.written: dict[str, int] = {}
+        self.deleted: set[tuple[str, str]] = set()
         self._lock = threading.Lock()
 
     @property
@@ -209,8 +216,16 @@ class KubeClient:
 
     def list(self, kind: str, label_selector: str, *, metadata_only: bool = False) -> list[dict[str, Any]]:
         """Every object of `kind` matching the selector, page by page (one consistent snapshot)."""
+        return self.list_versioned(kind, label_selector, metadata_only=metadata_only)[0]
+
+    def list_versioned(
+        self, kind: str, label_selector: str, *, metadata_only: bool = False
+    ) -> tuple[builtins.list[dict[str, Any]], str]:
+        """`list`, and the resourceVersion of its snapshot (the first page's: every later page is
+        read at that version), from which a watch continues (watch.py)."""
         resource = RESOURCES[kind]
         items: list[dict[str, Any]] = []
+        version = ""
         token = ""
         while True:
             query = [("labelSelector", label_selector), ("limit", str(self.page_size))]
@@ -227,9 +242,44 @@ class KubeClient:
             if not isinstance(found, list):
                 raise KubeApiError(200, f"a list of {resource.plural} without items")
             items.extend(found)
-            token = str((page.get("metadata") or {}).get("continue") or "")
+            meta = page.get("metadata") or {}
+            version = version or str(meta.get("resourceVersion") or "")
+            token = str(meta.get("continue") or "")
             if not token:
-                return items
+                return items, version
+
+    def watch(
+        self, kind: str, label_selector: str, resource_version: str, *, metadata_only: bool, seconds: int
+    ) -> Any:
+        """Open a watch of `kind` from `resource_version`, with bookmarks: the streaming urllib3
+        response, one JSON event a line (watch.py reads it). The API server ends it after about
+        `seconds`. A refusal (410 Gone: the version is compacted) raises KubeApiError."""
+        resource = RESOURCES[kind]
+        query = [
+            ("labelSelector", label_selector),
+            ("watch", "true"),
+            ("resourceVersion", resource_version),
+            ("allowWatchBookmarks", "true"),
+            ("timeoutSeconds", str(seconds)),
+        ]
+        headers = {"Accept": METADATA if metadata_only else "application/json"}
+        with self._lock:
+            self.requests["watch", resource.plural] += 1
+            self.sent += 1
+        try:
+            method, url, header_params, _, _ = self.api.param_serialize(
+                "GET", resource.collection(self.namespace), query_params=query, header_params=headers,
+                auth_settings=["BearerToken"],
+            )  # fmt: skip
+            # the read timeout outlasts the server's end of the stream; bookmarks keep it busy
+            response = self.api.call_api(
+                method, url, header_params, None, _request_timeout=(self.timeout, seconds + self.timeout)
+            )
+        except Exception as exc:
+            raise KubeApiError(0, f"cannot reach the API server: {type(exc).__name__}: {exc}") from None
+        if response.status != 200:
+            raise KubeApiError(response.status, _message(response.read(), response.reason))
+        return getattr(response, "response", response)
 
     def get(self, kind: str, name: str) -> dict[str, Any] | None:
         resource = RESOURCES[kind]
@@ -248,6 +298,10 @@ class KubeClient:
             body=json.dumps(body), content_type=APPLY_PATCH,
         )  # fmt: skip
         assert result is not None
+        version = str((result.get("metadata") or {}).get("resourceVersion") or "")
+        if version.isdigit():
+            with self._lock:
+                self.written[kind] = max(self.written.get(kind, 0), int(version))
         return result
 
     def delete(self, kind: str, name: str, uid: str | None) -> bool:
@@ -264,6 +318,8 @@ class KubeClient:
             "delete", resource, "DELETE", f"{resource.collection(self.namespace)}/{name}",
             body=options, content_type="application/json", ok_missing=True,
         )  # fmt: skip
+        with self._lock:
+            self.deleted.add((kind, name))
         return result is not None
 
 

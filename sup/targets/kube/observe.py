@@ -7,6 +7,9 @@ An object SUP applied whose label was removed by hand is found by the second lis
 (a rare GET), so drift repair puts the label back. Login pods are read (one labelled list) only when
 a StatefulSet's status says its rollout is stuck (pods.py). Any failed request raises ObserveError:
 nothing is planned, so nothing is deleted, on a partial read.
+
+In a long-running process the same two reads per kind come from a cache fed by watches when it can
+be trusted (watch.py); a pass that lists seeds it.
 """
 
 from __future__ import annotations
@@ -20,20 +23,39 @@ from sup.targets.kube.client import KubeApiError, KubeClient
 from sup.targets.kube.homes import mounted_by_uid
 from sup.targets.kube.model import API_KIND, POD, PVC, WORKLOAD, Observed, ObservedObject, login_keys
 from sup.targets.kube.pods import controller, rollout_stuck
+from sup.targets.kube.settings import KubeSettings
+from sup.targets.kube.watch import OTHERS_STREAM, OURS_STREAM, WatchCache, cache_for
 
 OURS = f"{names.MANAGED_BY}={names.MANAGER}"
 OTHERS = f"{names.MANAGED_BY}!={names.MANAGER}"
 
 
-def observe(client: KubeClient, field_manager: str) -> Observed:
+def watch_cache(settings: KubeSettings) -> WatchCache | None:
+    """The process's watch cache of this namespace (kube.watch), streams selected as `observe` lists."""
+    return cache_for(settings, {OURS_STREAM: OURS, OTHERS_STREAM: OTHERS})
+
+
+def observe(client: KubeClient, field_manager: str, cache: WatchCache | None = None) -> Observed:
+    """The whole namespace; from `cache` when it can be trusted, else listed (and the cache seeded
+    from the lists, when it is wanted)."""
     objects: dict[tuple[str, str], ObservedObject] = {}
     foreign: dict[tuple[str, str], ObservedObject] = {}
+    cache = cache if cache is not None and cache.wanted() else None
+    cached = cache.snapshot() if cache is not None else None
     try:
         for kind in API_KIND:
-            for body in client.list(kind, OURS):
+            if cached is not None:
+                ours, others = cached[kind, OURS_STREAM], cached[kind, OTHERS_STREAM]
+            else:
+                ours, ours_version = client.list_versioned(kind, OURS)
+                others, others_version = client.list_versioned(kind, OTHERS, metadata_only=True)
+                if cache is not None:
+                    cache.seed(kind, OURS_STREAM, ours, ours_version)
+                    cache.seed(kind, OTHERS_STREAM, others, others_version)
+            for body in ours:
                 item = ObservedObject(kind, body)
                 (objects if item.applied_by(field_manager) else foreign)[kind, item.name] = item
-            for meta in client.list(kind, OTHERS, metadata_only=True):
+            for meta in others:
                 item = ObservedObject(kind, meta)
                 if not item.applied_by(field_manager):
                     foreign[kind, item.name] = item

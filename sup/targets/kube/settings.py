@@ -126,6 +126,11 @@ class KubeSettings(Section):
     page_size: int = Field(500, ge=1, le=10000, description="objects per page of a list")
     timeout_seconds: int = Field(30, ge=1, le=600, description="per-request timeout")
     workers: int = Field(8, ge=1, le=64, description="writes in flight at once")
+    watch: bool = Field(
+        True,
+        description="a long-running process keeps the namespace's objects in a cache fed by watches, "
+        "so a full pass that can trust it does not list them (watch.py); false: every pass lists",
+    )
 
     @field_validator("namespace", "dns_namespace")
     @classmethod

@@ -12,7 +12,7 @@ from sup.targets.kube.apply import apply_changes
 from sup.targets.kube.client import KubeClient
 from sup.targets.kube.diff import plan
 from sup.targets.kube.model import KubeChange, Observed
-from sup.targets.kube.observe import observe, observe_users
+from sup.targets.kube.observe import observe, observe_users, watch_cache
 from sup.targets.kube.render import Renderer, TemplateError
 from sup.targets.kube.settings import KubeSettings
 from sup.targets.spec import TargetContext
@@ -35,11 +35,12 @@ class KubeTarget:
             raise TargetError(str(exc), terminal=True) from None
         self.client = client if client is not None else KubeClient(self.settings)
         self.now = context.clock
+        self.watch = watch_cache(self.settings)  # process-level, outlives this target (watch.py)
 
     def observe(self, scope: Scope | None = None) -> Observed:
         if scope is not None:
             return observe_users(self.client, self.settings.field_manager, sorted(scope.users))
-        return observe(self.client, self.settings.field_manager)
+        return observe(self.client, self.settings.field_manager, self.watch)
 
     def diff(self, desired: DesiredState, observed: Observed, scope: Scope | None = None) -> list[KubeChange]:
         """With a scope: the scope's users' objects only; the others, and the group pods, are not
@@ -55,7 +56,11 @@ class KubeTarget:
             raise TargetError(str(exc), terminal=True) from None
 
     def apply(self, changes: Sequence[KubeChange]) -> ApplyReport:
-        return apply_changes(self.client, self.settings.field_manager, changes, self.settings.workers)
+        try:
+            return apply_changes(self.client, self.settings.field_manager, changes, self.settings.workers)
+        finally:
+            if self.watch is not None:  # the next pass trusts the cache only once it shows these
+                self.watch.note_writes(self.client.written, self.client.deleted)
 
     def close(self) -> None:
         self.client.close()
