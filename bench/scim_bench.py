@@ -165,7 +165,8 @@ def main() -> None:
         )
         token = run_sup("token", "create", "--name", CONNECTION, "--role", "scim", env=env).stdout.strip()
         for workers in counts:
-            server = SupServer(env, workdir / f"serve{workers}.log", args=["--workers", str(workers)])
+            extra = ["--workers", str(workers)] if workers > 1 else []  # 1: also what older SUPs run
+            server = SupServer(env, workdir / f"serve{workers}.log", args=extra)
             try:
                 results[workers] = measure(
                     f"{server.url}/scim/v2", token, args.users, workers, args.seconds, args.concurrency
