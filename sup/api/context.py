@@ -65,10 +65,8 @@ def oidc_identity(request: Request, bearer: str) -> OidcIdentity | None:
 
 
 def token_cache(request: Request) -> TokenCache:
-    """The app's cache of bearer-token lookups (sup/api/token_cache.py), made on first use."""
-    cache: TokenCache | None = getattr(request.app.state, "token_cache", None)
-    if cache is None:
-        cache = request.app.state.token_cache = TokenCache()
+    """The app's cache of bearer-token lookups (sup/api/token_cache.py; create_app makes it)."""
+    cache: TokenCache = request.app.state.token_cache
     return cache
 
 
