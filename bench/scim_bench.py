@@ -1,13 +1,17 @@
 """SCIM benchmark: a real `sup serve` on a real PostgreSQL holding 10,000 SCIM users.
 
-    .venv/bin/python bench/scim_bench.py [--users 10000] [--seconds 20] [--clients 8]
+    .venv/bin/python bench/scim_bench.py [--users 10000] [--seconds 20] [--concurrency 16] [--workers 1,2]
 
 Starts its own PostgreSQL (tests/support/postgres.py), migrates it, fills it with `--users` users
-created through SCIM's own storage (so each has a userName, a SCIM id, emails and attributes), starts
-one `sup serve` process, and measures over HTTP from this process:
-1. throughput of `GET /Users?filter=userName eq "..."` (random existing users), `--clients` threads;
-2. throughput of `PATCH /Users/{id}` (replace displayName with a new value each time);
-3. latency at a fixed 25 requests/s (Entra ID's minimum) of the same GET, as p50/p99.
+created through SCIM's own storage (so each has a userName, a SCIM id, emails and attributes), then
+for each `--workers` count starts `sup serve --workers N` and drives it over HTTP from the compiled
+load generator of bench/loadgen.py (its own process, so no Python client competes for the GIL):
+1. `GET /Users?filter=userName eq "..."`: as fast as answered, `--concurrency` connections, cycling
+   through filters for 1,000 random existing users (Okta's upper-case spelling);
+2. the same GET paced at 25 requests/s (Entra ID's minimum): p50/p99;
+3. `PATCH /Users/{id}` replacing displayName with a new value each time (an unchanged value writes
+   nothing), cycling through 1,000 users;
+4. `POST /Users` of new users (userName unique per request).
 Prints a Markdown table. Not a test: nothing here asserts a time. The push-to-login latency (SCIM
 POST until getent succeeds through sssd) needs the reconciler's outbox worker and is not measured here.
 """
@@ -15,19 +19,19 @@ POST until getent succeeds through sssd) needs the reconciler's outbox worker an
 from __future__ import annotations
 
 import argparse
+import json
 import random
-import statistics
 import sys
 import tempfile
-import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
+from urllib.parse import quote
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import httpx
 
+from bench.loadgen import LoadResult, run_load
 from sup.config import Settings
 from sup.scim.provider import build_provider
 from sup.scim.schemas import ScimUser
@@ -72,64 +76,65 @@ def fill(url: str, users: int) -> None:
     engine.dispose()
 
 
-def throughput(
-    seconds: float, clients: int, request: Callable[[httpx.Client, random.Random], int], base: str, token: str
-) -> tuple[float, int]:
-    deadline = time.perf_counter() + seconds
-    counts = [0] * clients
-    errors = [0] * clients
+def measure(
+    base: str, token: str, users: int, workers: int, seconds: float, concurrency: int
+) -> dict[str, LoadResult]:
+    auth = {"Authorization": f"Bearer {token}"}
+    rng = random.Random(workers)  # noqa: S311 - a sample, not a secret
+    with httpx.Client(base_url=base, headers=auth, timeout=60) as http:
+        found = http.get("/Users", params={"count": "1000", "attributes": "id"}).json()["Resources"]
+        ids = [r["id"] for r in found]
+        sample = f'userName eq "USER.{rng.randrange(users):05d}@CORP.EXAMPLE"'
+        assert http.get("/Users", params={"filter": sample}).json()["totalResults"] == 1
+    filters = [
+        f"{base}/Users?filter=" + quote(f'userName eq "USER.{rng.randrange(users):05d}@CORP.EXAMPLE"')
+        for _ in range(1000)
+    ]
+    scim_json = {**auth, "Content-Type": "application/scim+json"}
+    patch = {
+        "schemas": ["urn:ietf:params:scim:api:messages:2.0:PatchOp"],
+        "Operations": [{"op": "replace", "path": "displayName", "value": "Bench {n}"}],
+    }
+    post = {
+        "schemas": ["urn:ietf:params:scim:schemas:core:2.0:User"],
+        "userName": f"new.w{workers}.{{n}}@corp.example",
+        "externalId": f"new-w{workers}-{{n}}",
+        "name": {"givenName": "New", "familyName": "User {n}"},
+        "emails": [{"value": f"new.w{workers}.{{n}}@corp.example", "type": "work", "primary": True}],
+    }
+    run_load(filters[0], headers=auth, seconds=2, concurrency=concurrency, urls=filters)  # warm up
+    results = {
+        "get": run_load(filters[0], headers=auth, seconds=seconds, concurrency=concurrency, urls=filters),
+        "get25": run_load(filters[0], headers=auth, seconds=seconds, concurrency=8, rate=25, urls=filters),
+        "patch": run_load(
+            f"{base}/Users/{ids[0]}",
+            method="PATCH",
+            headers=scim_json,
+            seconds=seconds,
+            concurrency=concurrency,
+            urls=[f"{base}/Users/{i}" for i in ids],
+            bodies=[json.dumps(patch)],
+        ),
+        "post": run_load(
+            f"{base}/Users",
+            method="POST",
+            headers=scim_json,
+            seconds=seconds,
+            concurrency=concurrency,
+            bodies=[json.dumps(post)],
+        ),
+    }
+    for name, result in results.items():
+        print(f"  workers={workers} {name}: {result.row()} {result.statuses}", file=sys.stderr, flush=True)
+    return results
 
-    def worker(index: int) -> None:
-        rng = random.Random(index)  # noqa: S311 - a sample, not a secret
-        with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {token}"}, timeout=30) as http:
-            while time.perf_counter() < deadline:
-                status = request(http, rng)
-                counts[index] += 1
-                if status >= 400:
-                    errors[index] += 1
 
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(clients)]
-    started = time.perf_counter()
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return sum(counts) / (time.perf_counter() - started), sum(errors)
-
-
-def paced_latencies(
-    rate: float, seconds: float, request: Callable[[httpx.Client, random.Random], int], base: str, token: str
-) -> list[float]:
-    """Requests started every 1/rate s (each in its own thread, so a slow one does not delay the next)."""
-    latencies: list[float] = []
-    lock = threading.Lock()
-    threads: list[threading.Thread] = []
-    http = httpx.Client(
-        base_url=base,
-        headers={"Authorization": f"Bearer {token}"},
-        timeout=30,
-        limits=httpx.Limits(max_connections=64, max_keepalive_connections=64),
-    )
-    rng = random.Random(99)  # noqa: S311
-
-    def one() -> None:
-        started = time.perf_counter()
-        request(http, rng)
-        with lock:
-            latencies.append(time.perf_counter() - started)
-
-    begin = time.perf_counter()
-    for n in range(int(rate * seconds)):
-        delay = begin + n / rate - time.perf_counter()
-        if delay > 0:
-            time.sleep(delay)
-        thread = threading.Thread(target=one)
-        thread.start()
-        threads.append(thread)
-    for thread in threads:
-        thread.join()
-    http.close()
-    return latencies
+ROWS = (
+    ("get", '`GET /Users?filter=userName eq "..."`, as fast as answered'),
+    ("get25", "the same GET at 25 requests/s"),
+    ("patch", "`PATCH /Users/{id}` (a new displayName each time)"),
+    ("post", "`POST /Users` (a new user each time)"),
+)
 
 
 def main() -> None:
@@ -138,13 +143,15 @@ def main() -> None:
     )
     parser.add_argument("--users", type=int, default=10000)
     parser.add_argument("--seconds", type=float, default=20.0)
-    parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--workers", default="1,2", help="comma-separated `sup serve --workers` counts")
     args = parser.parse_args()
+    counts = [int(n) for n in args.workers.split(",")]
 
     postgres = PostgresServer()
     postgres.start()
     workdir = Path(tempfile.mkdtemp(prefix="sup-scim-bench-"))
-    server: SupServer | None = None
+    results: dict[int, dict[str, LoadResult]] = {}
     try:
         url = postgres.create_database("scim_bench")
         migrate.upgrade(url)
@@ -157,47 +164,23 @@ def main() -> None:
             SUP_SCIM__RATE_LIMIT__BURST="100000",
         )
         token = run_sup("token", "create", "--name", CONNECTION, "--role", "scim", env=env).stdout.strip()
-        server = SupServer(env, workdir / "serve.log")
-        base = f"{server.url}/scim/v2"
-        with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {token}"}) as http:
-            ids = [
-                r["id"]
-                for r in http.get("/Users", params={"count": "1000", "attributes": "id"}).json()["Resources"]
-            ]
-
-        def get(http: httpx.Client, rng: random.Random) -> int:
-            name = f"USER.{rng.randrange(args.users):05d}@CORP.EXAMPLE"  # Okta's upper case
-            response = http.get("/Users", params={"filter": f'userName eq "{name}"'})
-            assert response.json()["totalResults"] == 1, response.text
-            return response.status_code
-
-        def patch(http: httpx.Client, rng: random.Random) -> int:
-            body = {
-                "schemas": ["urn:ietf:params:scim:api:messages:2.0:PatchOp"],
-                "Operations": [{"op": "replace", "path": "displayName", "value": f"User {rng.random()}"}],
-            }
-            return http.patch(f"/Users/{rng.choice(ids)}", json=body).status_code
-
-        throughput(2, args.clients, get, base, token)  # warm up
-        get_rate, get_errors = throughput(args.seconds, args.clients, get, base, token)
-        patch_rate, patch_errors = throughput(args.seconds, args.clients, patch, base, token)
-        latencies = sorted(paced_latencies(25, args.seconds, get, base, token))
-        p50 = statistics.median(latencies) * 1000
-        p99 = latencies[int(len(latencies) * 0.99) - 1] * 1000
-        print(f"\n{args.users} users in PostgreSQL, one `sup serve` process, {args.clients} client threads")
-        print(f"(filled through SCIM's storage in {fill_seconds:.1f} s)\n")
-        print("| measurement | result |")
-        print("|---|---:|")
-        get_row = f"{get_rate:,.0f} requests/s ({get_errors} errors)"
-        print(f'| `GET /Users?filter=userName eq "..."` throughput | {get_row} |')
-        patch_row = f"{patch_rate:,.0f} requests/s ({patch_errors} errors)"
-        print(f"| `PATCH /Users/{{id}}` (displayName) throughput | {patch_row} |")
-        print(f"| GET latency at 25 requests/s, p50 | {p50:.1f} ms |")
-        print(f"| GET latency at 25 requests/s, p99 | {p99:.1f} ms |")
+        for workers in counts:
+            extra = ["--workers", str(workers)] if workers > 1 else []  # 1: also what older SUPs run
+            server = SupServer(env, workdir / f"serve{workers}.log", args=extra)
+            try:
+                results[workers] = measure(
+                    f"{server.url}/scim/v2", token, args.users, workers, args.seconds, args.concurrency
+                )
+            finally:
+                server.stop()
     finally:
-        if server is not None:
-            server.stop()
         postgres.stop()
+    print(f"\n{args.users} users in PostgreSQL (filled through SCIM's storage in {fill_seconds:.1f} s),")
+    print(f"{args.seconds:.0f} s per measurement, {args.concurrency} connections (8 at 25 requests/s)\n")
+    print("| measurement | " + " | ".join(f"`--workers {n}`" for n in counts) + " |")
+    print("|---|" + "---:|" * len(counts))
+    for key, label in ROWS:
+        print(f"| {label} | " + " | ".join(results[n][key].row() for n in counts) + " |")
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ from sup.api.middleware import (
     WriteRateLimitMiddleware,
 )
 from sup.api.oidc import OidcVerifier
+from sup.api.token_cache import TokenCache
 from sup.audit.router import router as audit_router
 from sup.config import Settings
 from sup.groups.router import router as groups_router
@@ -78,6 +79,7 @@ def create_app(settings: Settings, engine: Engine | None = None, *, reconciler: 
     app.state.sessions = make_sessionmaker(engine)
     app.state.reconciler = worker
     app.state.oidc = OidcVerifier(settings.oidc) if settings.oidc is not None else None
+    app.state.token_cache = TokenCache()  # successful bearer lookups, 5 s (sup/api/token_cache.py)
 
     # Each router carries its full path (API_PREFIX included): route templates in metrics stay exact.
     routers = (

@@ -16,11 +16,14 @@ from fastapi import Depends, Header, HTTPException, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
+from starlette.concurrency import run_in_threadpool
 
 from sup.api.auth import authenticate
 from sup.api.oidc import VERIFIED_OIDC, InvalidToken, OidcIdentity, OidcVerifier, looks_like_jwt
+from sup.api.token_cache import CachedToken, TokenCache
 from sup.config import Settings
 from sup.domain.roles import Role, role_allows
+from sup.domain.tokens import hash_token, may_be_token
 from sup.errors import FieldError, InvalidInput
 from sup.store.audit import Actor
 
@@ -61,29 +64,55 @@ def oidc_identity(request: Request, bearer: str) -> OidcIdentity | None:
         raise unauthorized(str(exc)) from None
 
 
+def token_cache(request: Request) -> TokenCache:
+    """The app's cache of bearer-token lookups (sup/api/token_cache.py; create_app makes it)."""
+    cache: TokenCache = request.app.state.token_cache
+    return cache
+
+
+def _lookup(sessions: sessionmaker[Session], secret: str, cache: TokenCache) -> CachedToken | None:
+    """The stored token behind `secret` (one transaction), cached when found."""
+    generation = cache.generation
+    with sessions.begin() as session:
+        token = authenticate(session, secret)
+        if token is None:
+            return None
+        found = CachedToken(name=token.name, role=token.role, expires_at=token.expires_at)
+    cache.put(hash_token(secret), found, generation)
+    return found
+
+
+async def _principal(request: Request, bearer: str) -> tuple[str, str]:
+    """(name, role) of the bearer, or 401. A cached token costs no thread hop and no transaction."""
+    if getattr(request.app.state, "oidc", None) is not None and looks_like_jwt(bearer):
+        identity = await run_in_threadpool(oidc_identity, request, bearer)  # may fetch the JWKS
+        if identity is not None:
+            if identity.role is None:
+                raise HTTPException(403, f"the OIDC token of {identity.username!r} grants no SUP role")
+            return f"oidc:{identity.username}", identity.role.value
+    if not may_be_token(bearer):
+        raise unauthorized("the bearer token is not valid (unknown, revoked or expired)")
+    cache = token_cache(request)
+    token = cache.get(hash_token(bearer))
+    if token is None:
+        token = await run_in_threadpool(_lookup, request.app.state.sessions, bearer, cache)
+    if token is None:
+        raise unauthorized("the bearer token is not valid (unknown, revoked or expired)")
+    return token.name, token.role
+
+
 def requires(needed: Role) -> object:
-    def dependency(
+    async def dependency(
         request: Request, credentials: HTTPAuthorizationCredentials | None = Depends(bearer_scheme)
     ) -> ApiContext:
         if credentials is None or credentials.scheme.lower() != "bearer":
             raise unauthorized("a bearer token is required (Authorization: Bearer ...)")
-        sessions: sessionmaker[Session] = request.app.state.sessions
-        identity = oidc_identity(request, credentials.credentials)
-        if identity is not None:
-            if identity.role is None:
-                raise HTTPException(403, f"the OIDC token of {identity.username!r} grants no SUP role")
-            name, role = f"oidc:{identity.username}", identity.role.value
-        else:
-            with sessions.begin() as session:
-                token = authenticate(session, credentials.credentials)
-                if token is None:
-                    raise unauthorized("the bearer token is not valid (unknown, revoked or expired)")
-                name, role = token.name, token.role
+        name, role = await _principal(request, credentials.credentials)
         if not role_allows(role, needed):
             raise HTTPException(403, f"token {name!r} has role {role}; this needs {needed.value}")
         actor = Actor(name=name, role=role, request_id=getattr(request.state, "request_id", None))
         state = request.app.state
-        return ApiContext(settings=state.settings, engine=state.engine, sessions=sessions, actor=actor)
+        return ApiContext(settings=state.settings, engine=state.engine, sessions=state.sessions, actor=actor)
 
     return Depends(dependency)
 

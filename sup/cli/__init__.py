@@ -38,30 +38,56 @@ def serve(
     reconciler: bool = typer.Option(
         True, "--reconciler/--no-reconciler", help="also run the background reconciler (one replica leads)"
     ),
+    workers: int = typer.Option(
+        1,
+        "--workers",
+        min=1,
+        max=64,
+        help="API processes on the one port; the first also reconciles (PostgreSQL only when above 1)",
+    ),
+    fd: int | None = typer.Option(None, "--fd", hidden=True, help="serve on this inherited socket"),
 ) -> None:
     """Run the API and the reconciler: outbox-driven passes within seconds of a write, and a full
     pass every reconcile.interval_seconds. The schema must be current."""
+    import socket
+
     import uvicorn
 
     from sup import logs
     from sup.app import create_app
+    from sup.cli import workers as supervisor
 
     cli = context()
     cli.require_migrated()
     logs.configure(cli.settings.log.format, log_level)  # log.format: json (default) or text
+    if workers > 1:
+        if cli.engine.dialect.name == "sqlite":
+            fail("--workers above 1 needs PostgreSQL: SQLite takes one writer at a time", Exit.USAGE)
+        try:
+            sock = supervisor.listen(host, port)
+        except OSError as exc:
+            fail(f"cannot listen on {host}:{port}: {exc}", Exit.NOT_READY)
+        cli.engine.dispose()  # the parent only supervises: no connection held
+        raise typer.Exit(supervisor.supervise(sock, workers, log_level, reconciler))
     app_ = create_app(cli.settings, cli.engine, reconciler=reconciler)
+    config = uvicorn.Config(
+        app_,
+        host=host,
+        port=port,
+        log_level=log_level,
+        log_config=None,  # keep logs.configure's handler: uvicorn's lines in the same format
+        proxy_headers=False,
+        server_header=False,
+    )
+    server = uvicorn.Server(config)
     try:
-        uvicorn.run(
-            app_,
-            host=host,
-            port=port,
-            log_level=log_level,
-            log_config=None,  # keep logs.configure's handler: uvicorn's lines in the same format
-            proxy_headers=False,
-            server_header=False,
-        )
+        server.run(sockets=None if fd is None else [socket.socket(fileno=fd)])
     except OSError as exc:  # pragma: no cover - e.g. the port is taken
         fail(f"cannot listen on {host}:{port}: {exc}", Exit.NOT_READY)
+    except KeyboardInterrupt:  # pragma: no cover - as uvicorn.run
+        pass
+    if not server.started:  # e.g. the app's startup failed (uvicorn.run's exit code too)
+        raise typer.Exit(3)
 
 
 @app.command()

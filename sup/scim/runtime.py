@@ -17,12 +17,14 @@ from scim2_models import (
     ListResponse,
     PatchOp,
     Path,
+    ResourceType,
     ResponseParameters,
     SearchRequest,
 )
 from scim2_server.requests import ScimRequest
 from scim2_server.responses import ScimResponse
 from scim2_server.routing import Operation
+from scim2_server.storage import SearchPage
 
 from sup.api.context import ApiContext
 from sup.api.ratelimit import RateLimiter
@@ -43,6 +45,37 @@ class _Service(SupScimService):
         return self.resource_response(
             self.publish(base_url, resource), Context.RESOURCE_REPLACEMENT_RESPONSE, response_parameters
         )
+
+    def search_response(
+        self,
+        base_url: str,
+        resource_types: list[ResourceType],
+        page: SearchPage,
+        search_request: SearchRequest[Any],
+    ) -> ScimResponse:
+        """A page of found resources, each dumped once.
+
+        scim2-server dumps each resource, then validates the dumps again into a ListResponse and dumps
+        that: a second full validation of every resource, about a fifth of a filtered GET's CPU. Here
+        the envelope is dumped alone and the resources' dumps put into it as they are. Cursor
+        paging (and a storage without a total) keeps the library's path.
+        """
+        if search_request.cursor is not None or page.total is None:
+            return super().search_response(base_url, resource_types, page, search_request)
+        dumped = [
+            self.publish(base_url, resource).model_dump(
+                scim_ctx=Context.RESOURCE_QUERY_RESPONSE, response_parameters=search_request
+            )
+            for resource in page.resources
+        ]
+        union: Any = Union[tuple(self.get_models())]  # noqa: UP007 - a runtime union of the served models
+        list_response: Any = ListResponse[union]
+        envelope = list_response(
+            total_results=page.total, items_per_page=len(dumped), start_index=search_request.start_index
+        )
+        body = envelope.model_dump(scim_ctx=Context.RESOURCE_QUERY_RESPONSE)
+        body["Resources"] = dumped
+        return ScimResponse(HTTPStatus.OK, body)
 
 
 @dataclass

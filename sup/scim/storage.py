@@ -138,6 +138,10 @@ class SqlStorage(ScimStorage):
         self.source = connection_source(connection)
         self.savepoints = savepoints
         self.dialect = session.get_bind().dialect.name
+        # Users read in this transaction, by SCIM id: a PATCH reads its user, then updates it; the
+        # second read would run the same query (keys and groups too) for the same session object.
+        # Not kept across a bulk request's savepoints (a rolled-back one may leave them stale).
+        self._read_users: dict[str, StoreUser] = {}
 
     @contextmanager
     def operation(self) -> Iterator[None]:
@@ -158,11 +162,16 @@ class SqlStorage(ScimStorage):
     # --- reads ---------------------------------------------------------------------------------------
 
     def _user(self, scim_id: str) -> StoreUser:
+        known = self._read_users.get(scim_id)
+        if known is not None and known in self.session:
+            return known
         user = self.session.scalars(
             select(StoreUser).where(StoreUser.scim_id == scim_id).options(*_user_options())
         ).one_or_none()
         if user is None:
             raise NotFoundException(detail=f"no User with id {scim_id!r}")
+        if not self.savepoints:
+            self._read_users[scim_id] = user
         return user
 
     def _group(self, scim_id: str) -> StoreGroup:
@@ -352,6 +361,7 @@ class SqlStorage(ScimStorage):
     def _reloaded_user(self, user: StoreUser) -> StoreUser:
         self.session.flush()
         self.session.expire(user)
+        self._read_users.pop(user.scim_id, None)
         return self._user(user.scim_id)
 
     def update(
@@ -400,6 +410,7 @@ class SqlStorage(ScimStorage):
         self._check_writable("user", user.username, user.source)
         expected = self._check_version(user.version, expected_version)
         users.delete_user(self.session, self.actor, user.username, expected)
+        self._read_users.pop(resource_id, None)
 
     # --- groups --------------------------------------------------------------------------------------
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Request, Response
 from pydantic import AwareDatetime, BaseModel, Field, field_validator
 
 from sup.api import API_PREFIX
-from sup.api.context import Admin
+from sup.api.context import Admin, token_cache
 from sup.common.schemas import Body
 from sup.domain.roles import Role
 from sup.store.models import utcnow
@@ -60,7 +60,8 @@ def create_token(ctx: Admin, body: TokenCreate) -> TokenCreated:
 
 
 @router.delete("/{name}", status_code=204, summary="Revoke a token")
-def revoke_token(ctx: Admin, name: str) -> Response:
+def revoke_token(ctx: Admin, name: str, request: Request) -> Response:
     with ctx.transaction() as session:
         service.revoke_token(session, ctx.actor, name)
+    token_cache(request).clear()  # revoked here: refused from the next request on, not after the TTL
     return Response(status_code=204)

@@ -9,6 +9,7 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session, sessionmaker
 
+from sup.api.token_cache import TOKEN_CACHE_SECONDS, TokenCache
 from sup.groups.schemas import GroupCreate
 from sup.groups.service import create_group
 from sup.store import migrate
@@ -24,6 +25,8 @@ def env(database_url: str) -> dict[str, str]:
 
 
 def test_token_create_prints_only_the_token_and_it_works(env: dict[str, str], client: TestClient) -> None:
+    now = [0.0]  # the API's token cache (sup/api/token_cache.py) on a clock this test moves
+    client.app.state.token_cache = TokenCache(clock=lambda: now[0])  # type: ignore[attr-defined]
     result = run_sup("token", "create", "--name", "ops", "--role", "operator", env=env)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
@@ -42,6 +45,7 @@ def test_token_create_prints_only_the_token_and_it_works(env: dict[str, str], cl
 
     revoked = run_sup("token", "revoke", "ops", env=env)
     assert revoked.returncode == 0
+    now[0] += TOKEN_CACHE_SECONDS  # revoked by another process: refused once the cache's bound has passed
     assert client.get("/api/v1/users", headers=bearer(token)).status_code == 401
     assert run_sup("token", "revoke", "ops", env=env).returncode == 3
 

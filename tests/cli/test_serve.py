@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -10,6 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from sup.api.token_cache import TOKEN_CACHE_SECONDS
 from tests.support.cli import run_sup, sup_env
 from tests.support.server import SupServer
 
@@ -101,3 +103,76 @@ def _wait_for(condition: Callable[[], bool], timeout: float = 10) -> None:
             return
         time.sleep(0.2)
     raise AssertionError("condition not reached in time")
+
+
+def _children(pid: int) -> list[int]:
+    return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+
+
+def _gone(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1].startswith("Z")  # a zombie is gone too
+    except FileNotFoundError:
+        return True
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("stop_signal", [signal.SIGTERM, signal.SIGINT])
+def test_workers_share_the_port_one_reconciles_and_all_stop_together(
+    postgres_template: str,
+    new_postgres_database: Callable[[bool], str],
+    tmp_path: Path,
+    stop_signal: signal.Signals,
+) -> None:
+    env = sup_env(SUP_DATABASE_URL=new_postgres_database(True))
+    server = SupServer(env, tmp_path / "serve.log", args=["--workers", "2"])
+    try:
+        workers = _children(server.process.pid)
+        assert len(workers) == 2
+        roles: set[str] = set()
+        deadline = time.monotonic() + 15
+        while roles != {"leader", "off"} and time.monotonic() < deadline:
+            roles.add(_role(server))  # a new connection each time: the kernel picks a worker
+        # Both answer; one runs the reconciler (leader) and the other none (not a standby for it).
+        assert roles == {"leader", "off"}
+        server.process.send_signal(stop_signal)
+        assert server.process.wait(timeout=40) == 0
+        _wait_for(lambda: all(_gone(pid) for pid in workers), timeout=10)
+    finally:
+        server.stop()
+
+
+@pytest.mark.postgres
+def test_a_token_revoked_by_another_process_stops_working_on_every_worker(
+    postgres_template: str, new_postgres_database: Callable[[bool], str], tmp_path: Path
+) -> None:
+    env = sup_env(SUP_DATABASE_URL=new_postgres_database(True))
+    token = run_sup("token", "create", "--name", "idp", "--role", "scim", env=env).stdout.strip()
+    headers = {"Authorization": f"Bearer {token}"}
+    server = SupServer(env, tmp_path / "serve.log", args=["--workers", "2"])
+    try:
+        for _ in range(10):  # every worker caches it
+            assert httpx.get(f"{server.url}/scim/v2/Users", headers=headers, timeout=10).status_code == 200
+        assert run_sup("token", "revoke", "idp", env=env).returncode == 0
+        revoked = time.monotonic()
+        _wait_for(
+            lambda: httpx.get(f"{server.url}/scim/v2/Users", headers=headers, timeout=10).status_code == 401,
+            timeout=TOKEN_CACHE_SECONDS + 5,
+        )
+        # From TOKEN_CACHE_SECONDS after the revocation, no worker accepts it any more.
+        time.sleep(max(0.0, revoked + TOKEN_CACHE_SECONDS - time.monotonic()))
+        statuses = {
+            httpx.get(f"{server.url}/scim/v2/Users", headers=headers, timeout=10).status_code
+            for _ in range(20)
+        }
+        assert statuses == {401}
+    finally:
+        server.stop()
+
+
+def test_workers_refuse_sqlite(tmp_path: Path) -> None:
+    env = sup_env(SUP_DATABASE_URL=f"sqlite:///{tmp_path / 'sup.db'}")
+    assert run_sup("db", "upgrade", env=env).returncode == 0
+    refused = run_sup("serve", "--workers", "2", "--port", "1", env=env, timeout=60)
+    assert refused.returncode == 2
+    assert "PostgreSQL" in refused.stderr

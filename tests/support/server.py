@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import httpx
@@ -15,16 +16,31 @@ from tests.support.processes import stop_process
 
 class SupServer:
     def __init__(
-        self, env: dict[str, str], log: Path, log_level: str = "warning", host: str = "127.0.0.1"
+        self,
+        env: dict[str, str],
+        log: Path,
+        log_level: str = "warning",
+        host: str = "127.0.0.1",
+        args: Sequence[str] = (),
     ) -> None:
         """`host`: the address it listens on (0.0.0.0 where a test shows a pod cannot reach it);
-        the tests reach it on loopback either way."""
+        the tests reach it on loopback either way. `args`: more `sup serve` options."""
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = log
         self._log = log.open("w")
         self.process = subprocess.Popen(
-            [sup_executable(), "serve", "--host", host, "--port", str(self.port), "--log-level", log_level],
+            [
+                sup_executable(),
+                "serve",
+                "--host",
+                host,
+                "--port",
+                str(self.port),
+                "--log-level",
+                log_level,
+                *args,
+            ],
             env=env,
             stdout=self._log,
             stderr=subprocess.STDOUT,
