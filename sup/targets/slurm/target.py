@@ -48,6 +48,7 @@ class SlurmTarget:
         run = self.sacctmgr
         clusters = self.config.all_clusters()
         users = sorted(scope.users) if scope is not None else None
+        named = frozenset(users or ())
 
         def reads(cluster: str) -> tuple[list[Future[str]], Future[str] | None]:
             """The association reads of a cluster and its Slurm users' read (None: nobody to read)."""
@@ -94,7 +95,8 @@ class SlurmTarget:
                 for read in associations:
                     for row in parse.associations(read.result(), cluster):
                         if row.user:
-                            state.users[row.key] = row
+                            if users is None or row.user in named:  # a scoped read holds no one else
+                                state.users[row.key] = row
                         else:
                             state.accounts[row.account] = row
                 if slurm_users is not None:
