@@ -10,7 +10,10 @@ SQLite store through SUP's services, then, each into a fresh base DN of that sla
    the store is timed on its own);
 4. SUP's no-change pass: observe and diff, counting searches and writes; and a whole `run_pass`
    (the store read included) as `sup reconcile` runs it;
-5. SUP's first pass with pipeline_depth=1 (writes one at a time), for the effect of pipelining.
+5. the pass after a write (push to login): one new member of a group, `run_pass(scoped=True)` as
+   the reconciler runs it after writes (store read included), its searches against the no-change
+   full pass's; then the same scoped pass with nothing to do (its reads alone);
+6. SUP's first pass with pipeline_depth=1 (writes one at a time), for the effect of pipelining.
 Prints a Markdown table. Not a test: nothing here asserts a time.
 """
 
@@ -31,6 +34,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ldap3 import ASYNC, SAFE_SYNC, Connection, Server
+from sqlalchemy.orm import Session, sessionmaker
 
 from sup.config import Settings
 from sup.domain.desired import DesiredState
@@ -38,13 +42,14 @@ from sup.groups.schemas import GroupCreate
 from sup.groups.service import create_group
 from sup.reconcile.planner import desired_state, run_pass
 from sup.reconcile.targets import target_context
-from sup.store import migrate
+from sup.store import migrate, outbox
 from sup.store.audit import Actor
 from sup.store.session import make_engine, make_sessionmaker
-from sup.targets.base import CREATE, AnyDetails, Change
+from sup.targets.base import CREATE, AnyDetails, Change, Scope, Target
 from sup.targets.ldap import SPEC, LdapTarget
 from sup.targets.ldap.diff import values_of
 from sup.targets.ldap.model import EntryWrite, LdapChange
+from sup.targets.spec import TargetContext
 from sup.users.schemas import UserCreate
 from sup.users.service import create_user
 from tests.support.keys import ed25519_key
@@ -127,16 +132,40 @@ def raw_sync(url: str, entries: list[Entry]) -> None:
     conn.unbind()
 
 
-def sup_pass(settings: Settings, desired: DesiredState) -> tuple[list[LdapChange], int, int, int]:
+def sup_pass(
+    settings: Settings, desired: DesiredState, scope: Scope | None = None
+) -> tuple[list[LdapChange], int, int, int]:
     """One target pass: (changes, searches, writes, failures)."""
     target = LdapTarget(target_context(SPEC, settings, None))
     try:
-        changes = target.diff(desired, target.observe())
+        changes = target.diff(desired, target.observe(scope), scope)
         report = target.apply(changes) if changes else None
         failed = len(report.failed) if report else 0
         return changes, target.connection.searches, target.connection.writes, failed
     finally:
         target.close()
+
+
+class Opener:
+    """Opens the LDAP target for run_pass and keeps it, for its counts."""
+
+    def __init__(self) -> None:
+        self.target: LdapTarget | None = None
+
+    def __call__(self, name: str, context: TargetContext[Any]) -> Target[Any, Any]:
+        self.target = LdapTarget(context)
+        return self.target
+
+
+def scoped_pass(settings: Settings, sessions: sessionmaker[Session]) -> tuple[int, int, int]:
+    """The reconciler's pass after writes: (changes, searches, writes)."""
+    opener = Opener()
+    result = run_pass(settings, sessions, apply=True, scoped=True, opener=opener)
+    (ldap,) = [t for t in result.targets if t.target == "ldap"]
+    assert ldap.scoped, "the pass was not scoped"
+    assert ldap.state in ("applied", "planned"), (ldap.state, ldap.error)
+    assert opener.target is not None
+    return len(ldap.changes), opener.target.connection.searches, opener.target.connection.writes
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -193,6 +222,28 @@ def main(argv: Sequence[str] | None = None) -> None:
             whole = run_pass(settings, sessions, only=["ldap"], apply=True)
         assert whole.ok, [t.error for t in whole.targets]
         assert whole.changes == []
+        with sessions.begin() as session:  # the store's fill left a mark per user and group
+            outbox.clear(session, outbox.pending(session))
+        with sessions.begin() as session:
+            spec = UserCreate(username="newcomer", ssh_public_keys=[ed25519_key("new")], groups=["group0000"])
+            create_user(session, settings, ACTOR, spec)
+        with timed(
+            results, "SUP scoped pass for one new user (`run_pass(scoped=True)`, store read included)"
+        ):
+            counts["scoped changes"], counts["scoped searches"], counts["scoped writes"] = scoped_pass(
+                settings, sessions
+            )
+        desired = desired_state(sessions, settings)
+        scope = Scope(frozenset({"newcomer"}), frozenset({"newcomer", "group0000"}))
+        with timed(results, "SUP scoped pass for that user again (observe + diff; nothing to do)"):
+            again, counts["target searches"], _, _ = sup_pass(settings, desired, scope)
+        assert again == [], again
+        with sessions.begin() as session:
+            outbox.mark_dirty(session, "user", "newcomer")
+        with timed(results, "the same scoped `run_pass` again (nothing to do: its reads alone)"):
+            counts["settled changes"], counts["settled searches"], counts["settled writes"] = scoped_pass(
+                settings, sessions
+            )
 
         if not args.no_sequential:
             with timed(results, "SUP first pass, pipeline_depth=1"):
@@ -221,6 +272,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         f"- no-change pass: {counts['no-change changes']} changes, {counts['no-change searches']} searches, "
         f"{counts['no-change writes']} writes (goal: under 2 s, O(pages) searches, zero writes)"
     )
+    print(f"- scoped pass, observe + diff: {counts['target searches']} searches")
+    for what in ("scoped", "settled"):
+        print(
+            f"- {what} pass: {counts[what + ' changes']} changes, {counts[what + ' searches']} searches, "
+            f"{counts[what + ' writes']} writes"
+        )
     print(f"- first pass: {counts['first writes']} writes, {counts['first failures']} failures")
 
 

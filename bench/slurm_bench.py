@@ -10,8 +10,11 @@ Measures, in one run:
    linearly to --users (the per-call cost does not depend on how many users exist);
 3. SUP's first pass (`run_pass(apply=True)`: store -> desired state -> observe -> diff -> apply) for
    --users users in --accounts accounts;
-4. SUP's no-change pass right after it (must make zero writes).
-Prints a Markdown report (for BENCHMARKS.md) at the end.
+4. SUP's no-change pass right after it (must make zero writes);
+5. the pass after a write (push to login): one new member of a bound group, `run_pass(scoped=True)`
+   as the reconciler runs it after writes (store read included), its sacctmgr reads against the
+   no-change full pass's.
+`--no-baselines` skips 1 and 2. Prints a Markdown report (for BENCHMARKS.md) at the end.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from sup.groups.service import create_group  # noqa: E402
 from sup.reconcile.planner import run_pass  # noqa: E402
 from sup.slurm_accounts.schemas import SlurmAccountCreate  # noqa: E402
 from sup.slurm_accounts.service import create_account  # noqa: E402
-from sup.store import migrate  # noqa: E402
+from sup.store import migrate, outbox  # noqa: E402
 from sup.store.audit import Actor  # noqa: E402
 from sup.store.session import make_engine, make_sessionmaker  # noqa: E402
 from sup.targets.base import Target  # noqa: E402
@@ -130,19 +133,43 @@ class Opener:
         return self.target
 
 
-def sup_pass(settings: Settings, url: str) -> tuple[float, int, int, int]:
-    """(seconds, changes, failed, sacctmgr writes) of one reconcile pass."""
+def sup_pass(settings: Settings, url: str, *, scoped: bool = False) -> tuple[float, int, int, int, int]:
+    """(seconds, changes, failed, sacctmgr writes, sacctmgr reads) of one reconcile pass; `scoped`:
+    the reconciler's pass after writes (every target selected, so it reads the outbox)."""
     engine = make_engine(url)
     opener = Opener()
+    only = None if scoped else ["slurm"]
     started = time.perf_counter()
-    result = run_pass(settings, make_sessionmaker(engine), only=["slurm"], apply=True, opener=opener)
+    result = run_pass(
+        settings, make_sessionmaker(engine), only=only, apply=True, opener=opener, scoped=scoped
+    )
     elapsed = time.perf_counter() - started
     engine.dispose()
-    target = result.targets[0]
-    if target.state not in ("applied", "planned"):
+    (target,) = [t for t in result.targets if t.target == "slurm"]
+    if target.state not in ("applied", "planned") or target.scoped != scoped:
         raise RuntimeError(f"the pass failed: {target.state} {target.error} {target.failed[:3]}")
     assert opener.target is not None
-    return elapsed, len(target.changes), len(target.failed), opener.target.sacctmgr.writes
+    sacctmgr = opener.target.sacctmgr
+    return elapsed, len(target.changes), len(target.failed), sacctmgr.writes, sacctmgr.reads
+
+
+def push_one_user(url: str, name: str, group: str) -> None:
+    """An empty outbox, then one new user in a bound group: what a SCIM/API POST leaves behind."""
+    engine = make_engine(url)
+    sessions = make_sessionmaker(engine)
+    with sessions.begin() as session:
+        outbox.clear(session, outbox.pending(session))
+    with sessions.begin() as session:
+        create_user(session, Settings(database_url=url), ACTOR, UserCreate(username=name, groups=[group]))
+    engine.dispose()
+
+
+def remark(url: str, name: str) -> None:
+    """Name the user in the outbox again: a scoped pass with nothing to do (its reads alone)."""
+    engine = make_engine(url)
+    with make_sessionmaker(engine).begin() as session:
+        outbox.mark_dirty(session, "user", name)
+    engine.dispose()
 
 
 def started_server() -> SlurmdbdServer:
@@ -163,27 +190,32 @@ def main() -> None:
     parser.add_argument("--sample", type=int, default=200, help="naive calls actually timed")
     parser.add_argument("--chunk-total", type=int, default=4000, help="users added per chunk-size run")
     parser.add_argument("--chunks", default="100,250,500,1000,2000,4000")
+    parser.add_argument("--no-baselines", action="store_true", help="skip the chunk-size and naive runs")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="sup-bench-"))
     try:
+        chunk_results: list[tuple[int, float, int]] = []
+        per_user = per_account = naive_total = 0.0
         server = started_server()
         try:
             version = server.sacctmgr_result("--version").stdout.strip()
             print(f"{version}; {os.cpu_count()} cores", flush=True)
-            print("chunk size (new users into one account):", flush=True)
-            sizes = [int(s) for s in args.chunks.split(",")]
-            chunk_results = measure_chunks(server, sizes, args.chunk_total)
+            if not args.no_baselines:
+                print("chunk size (new users into one account):", flush=True)
+                sizes = [int(s) for s in args.chunks.split(",")]
+                chunk_results = measure_chunks(server, sizes, args.chunk_total)
         finally:
             server.stop()
 
-        server = started_server()
-        try:
-            print(f"naive baseline: timing {args.sample} one-user calls ...", flush=True)
-            per_user, per_account = measure_naive(server, args.sample, args.accounts)
-        finally:
-            server.stop()
-        naive_total = per_user * args.users + per_account * args.accounts
-        print(f"  {per_user:.3f} s per user call, {per_account:.3f} s per account call", flush=True)
+        if not args.no_baselines:
+            server = started_server()
+            try:
+                print(f"naive baseline: timing {args.sample} one-user calls ...", flush=True)
+                per_user, per_account = measure_naive(server, args.sample, args.accounts)
+            finally:
+                server.stop()
+            naive_total = per_user * args.users + per_account * args.accounts
+            print(f"  {per_user:.3f} s per user call, {per_account:.3f} s per account call", flush=True)
 
         url = f"sqlite:///{work / 'sup.db'}"
         migrate.upgrade(url)
@@ -201,6 +233,11 @@ def main() -> None:
             )
             again = sup_pass(settings, url)
             print(f"SUP no-change pass: {again[0]:.2f} s, {again[1]} changes, {again[3]} writes", flush=True)
+            push_one_user(url, "newcomer", "proj00")
+            pushed = sup_pass(settings, url, scoped=True)
+            print(f"SUP scoped pass, one new user: {pushed[0]:.2f} s, {pushed[1]} changes", flush=True)
+            remark(url, "newcomer")
+            settled = sup_pass(settings, url, scoped=True)
             rows = server.show("association", "where", "cluster=bench", "format=User")
             stored = sum(1 for (user,) in rows if user and user != "root")
         finally:
@@ -210,7 +247,8 @@ def main() -> None:
 
     command = (
         f"`.venv/bin/python bench/slurm_bench.py --users {args.users} --accounts {args.accounts} "
-        f"--sample {args.sample} --chunk-total {args.chunk_total} --chunks {args.chunks}`"
+        f"--sample {args.sample} --chunk-total {args.chunk_total} --chunks {args.chunks}"
+        f"{' --no-baselines' if args.no_baselines else ''}`"
     )
     naive = (
         f"{per_user:.3f} s/user -> **{naive_total:.0f} s** (incl. {args.accounts} accounts at "
@@ -226,14 +264,29 @@ def main() -> None:
     print("| measurement | result |")
     print("|---|---|")
     sampled = f"timed on {args.sample}, scaled to {args.users}"
-    print(f"| naive: one `sacctmgr add user` per user ({sampled}) | {naive} |")
+    if not args.no_baselines:
+        print(f"| naive: one `sacctmgr add user` per user ({sampled}) | {naive} |")
     print(
         f"| SUP first pass, {args.users} users in {args.accounts} accounts (chunk_size {chunk_size}) "
         f"| **{first[0]:.1f} s**, {first[3]} sacctmgr writes, {first[1]} changes, {first[2]} failed |"
     )
-    print(f"| speed-up | **{naive_total / first[0]:.0f}x** |")
-    print(f"| SUP no-change pass | **{again[0]:.2f} s**, {again[3]} writes, {again[1]} changes |")
+    if not args.no_baselines:
+        print(f"| speed-up | **{naive_total / first[0]:.0f}x** |")
+    print(
+        f"| SUP no-change pass | **{again[0]:.2f} s**, {again[3]} writes, {again[1]} changes, "
+        f"{again[4]} sacctmgr reads |"
+    )
+    print(
+        f"| SUP scoped pass for one new user (`run_pass(scoped=True)`, store read included) "
+        f"| **{pushed[0]:.2f} s**, {pushed[3]} writes, {pushed[1]} changes, {pushed[4]} sacctmgr reads |"
+    )
+    print(
+        f"| the same scoped pass again (nothing to do: its reads alone) "
+        f"| **{settled[0]:.2f} s**, {settled[3]} writes, {settled[1]} changes, {settled[4]} sacctmgr reads |"
+    )
     print(f"| associations stored | {stored} |")
+    if args.no_baselines:
+        return
     print()
     print(f"Chunk size: {args.chunk_total} new users added to one account, N names per call:")
     print()

@@ -237,9 +237,10 @@ def scope_of(marks: Sequence[tuple[str, str, int]]) -> Scope | None:
     many users to read one by one."""
     users = frozenset(name for kind, name, _ in marks if kind == "user")
     groups = frozenset(name for kind, name, _ in marks if kind == "group")
+    accounts = frozenset(name for kind, name, _ in marks if kind == "slurm_account")
     if not marks or len(users) > MAX_SCOPED_USERS:
         return None
-    return Scope(users, groups)
+    return Scope(users, groups, accounts)
 
 
 def _spent(sessions: sessionmaker[Session], target: str, window: int) -> Spent:

@@ -111,6 +111,7 @@ class Scope:
 
     users: frozenset[str]
     groups: frozenset[str]
+    accounts: frozenset[str] = frozenset()  # Slurm accounts the outbox named (slurm_account marks)
 
 
 class ObserveError(Exception):

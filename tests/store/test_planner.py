@@ -139,6 +139,8 @@ def test_a_scope_names_the_marked_users_and_groups_and_is_none_when_too_wide() -
     marks = [("user", "kim", 1), ("group", "physics", 2), ("account", "phys", 1), ("user", "saul", 3)]
     assert scope_of(marks) == Scope(frozenset({"kim", "saul"}), frozenset({"physics"}))
     assert scope_of([]) is None  # nothing named: a full pass
+    named = scope_of([("slurm_account", "phys", 1), ("user", "kim", 1)])
+    assert named == Scope(frozenset({"kim"}), frozenset(), frozenset({"phys"}))  # Slurm's can_scope says no
     many = [("user", f"u{i}", 1) for i in range(MAX_SCOPED_USERS + 1)]
     assert scope_of(many) is None  # one GET per object would cost more than a list
 

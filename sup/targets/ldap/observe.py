@@ -1,7 +1,8 @@
 """Read the directory in bulk: SUP's OUs in full, and the POSIX entries around them for collisions.
 
 Searches, all with constant filters (no value from the store or an identity provider ever reaches a
-filter), all paged, each result code checked by LdapConnection.search:
+filter; a pass scoped to a few users reads by name instead, scoped.py), all paged, each result
+code checked by LdapConnection.search:
 - one subtree search per OU SUP owns (users, groups, sudoers), for the attributes SUP owns;
 - the base entry, and a one-level search of each entry on the way from base_dn down to SUP's OUs;
   every other subtree below base_dn gets one subtree search for posixAccount and posixGroup entries.
@@ -41,14 +42,14 @@ def observe(connection: LdapConnection, layout: Layout) -> Observed:
                 containers.add(own)
             else:
                 entries[ndn] = entry
-    return Observed(frozenset(containers), entries, tuple(_foreign(connection, layout)))
+    return Observed(frozenset(containers), entries, tuple(foreign_entries(connection, layout)))
 
 
 def _is_posix(entry: ObservedEntry) -> bool:
     return bool(entry.classes & {"posixaccount", "posixgroup"})
 
 
-def _foreign(connection: LdapConnection, layout: Layout) -> list[ObservedEntry]:
+def foreign_entries(connection: LdapConnection, layout: Layout) -> list[ObservedEntry]:
     """POSIX entries below base_dn and outside SUP's OUs, without reading SUP's OUs again."""
     owned = layout.normalized_containers
     base = connection.search(layout.base_dn, "base", EVERYTHING, FOREIGN_ATTRIBUTES, missing_ok=True)

@@ -13,6 +13,7 @@ from sup.targets.ldap.diff import plan
 from sup.targets.ldap.layout import Layout
 from sup.targets.ldap.model import LdapChange, Observed
 from sup.targets.ldap.observe import observe
+from sup.targets.ldap.scoped import observe_scope, plan_scoped
 from sup.targets.ldap.settings import LdapSettings
 from sup.targets.spec import TargetContext
 
@@ -21,7 +22,8 @@ class LdapTarget:
     """Users, groups and sudo rules in the directory sssd reads, exactly as the store says.
 
     Opening it binds (and fails with TargetError, saying why, if it cannot). `diff` is pure. It
-    always reads the whole of its OUs (its spec cannot scope).
+    reads the whole of its OUs, or with a scope (a pass after writes, when the spec's `can_scope`
+    allows it) only the scope's users and the groups around them (scoped.py).
     """
 
     name: ClassVar[str] = "ldap"
@@ -32,9 +34,13 @@ class LdapTarget:
         self.connection = LdapConnection(self.settings)
 
     def observe(self, scope: Scope | None = None) -> Observed:
+        if scope is not None:
+            return observe_scope(self.connection, self.layout, scope)
         return observe(self.connection, self.layout)
 
     def diff(self, desired: DesiredState, observed: Observed, scope: Scope | None = None) -> list[LdapChange]:
+        if scope is not None:
+            return plan_scoped(desired, observed, self.layout, scope)
         return plan(desired, observed, self.layout)
 
     def apply(self, changes: Sequence[LdapChange]) -> ApplyReport:

@@ -3,7 +3,8 @@ slurmdbd, written through sacctmgr in batches, one writer per slurmdbd at a time
 
 Modules: sacctmgr (running the command, classifying outcomes), parse (reading `show` output),
 model (what was observed; attribute values and how they compare), desired (what Slurm should hold),
-diff (pure: desired vs observed -> Changes), apply (batches, order, verification), lock (serialized
+diff (pure: desired vs observed -> Changes), scoped (a pass after writes: only the named users'
+rows and changes), apply (batches, order, verification), lock (serialized
 writes), target (the SlurmTarget class), settings (SlurmSettings, settings key `slurm`), spec
 (SPEC, what the registry lists), adopt (`sup import --from-slurm`, the spec's adopt hook).
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from sup.domain.desired import DesiredState
 from sup.targets.adoption import Adoption
+from sup.targets.base import Scope
 from sup.targets.slurm.settings import SlurmSettings
 from sup.targets.spec import POSIX_IDENTITY, TargetContext, TargetSpec
 
@@ -30,6 +32,14 @@ def _privileged_groups(settings: SlurmSettings) -> frozenset[str]:
     return frozenset(settings.admin_groups)
 
 
+def can_scope(settings: SlurmSettings, scope: Scope, desired: DesiredState) -> bool:
+    """Whether a pass may read and plan only the scope's users (scoped.py): not after an account
+    changed (its limits, parent or bound group concern all its members; the outbox names the
+    account). Membership changes name the users they move, so a scope of users covers them. Settings
+    changes take effect with the full pass a reconciler starts with (and every scheduled one)."""
+    return not scope.accounts
+
+
 # An association makes slurmctld look the user up; a lookup that fails too early is cached and their
 # jobs are rejected: a user's first association waits for their POSIX identity.
 SPEC: TargetSpec[SlurmSettings] = TargetSpec(
@@ -37,6 +47,7 @@ SPEC: TargetSpec[SlurmSettings] = TargetSpec(
     settings_model=SlurmSettings,
     open=_open,
     adopt=_adopt,
+    can_scope=can_scope,
     privileged_groups=_privileged_groups,
     needs=frozenset({POSIX_IDENTITY}),
 )

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import ClassVar
 
 from sup.domain.desired import DesiredState
 from sup.targets.base import REPORT, ApplyReport, ObserveError, Scope
-from sup.targets.slurm import parse
+from sup.targets.slurm import parse, scoped
 from sup.targets.slurm.apply import Applier
 from sup.targets.slurm.desired import build
 from sup.targets.slurm.diff import plan
@@ -23,8 +23,8 @@ from sup.targets.spec import TargetContext
 class SlurmTarget:
     """Slurm accounts, users, associations, coordinators and admin levels, through sacctmgr.
 
-    It always reads everything (its spec cannot scope): one `sacctmgr show` per kind is as cheap as
-    a few.
+    It reads everything (one `sacctmgr show` per kind), or with a scope (a pass after writes, when
+    the spec's `can_scope` allows it) only the scope's users' rows and the accounts' (scoped.py).
     """
 
     name: ClassVar[str] = "slurm"
@@ -41,21 +41,39 @@ class SlurmTarget:
         """Bulk reads, run side by side (reads are safe in parallel; each is mostly waiting on
         slurmdbd round trips): the registered clusters, the accounts with their coordinators, and
         per cluster its associations and its users (default account there, AdminLevel). Any failed
-        or unexpected read raises ObserveError: nothing is decided from part of a picture."""
+        or unexpected read raises ObserveError: nothing is decided from part of a picture.
+
+        With a scope: per cluster the accounts' own rows and the scope's users' associations and
+        Slurm users only (scoped.py)."""
         run = self.sacctmgr
         clusters = self.config.all_clusters()
-        with ThreadPoolExecutor(max_workers=min(8, 2 + 2 * len(clusters))) as pool:
+        users = sorted(scope.users) if scope is not None else None
+        named = frozenset(users or ())
+
+        def reads(cluster: str) -> tuple[list[Future[str]], Future[str] | None]:
+            """The association reads of a cluster and its Slurm users' read (None: nobody to read)."""
+            if users is None:
+                where = [f"Cluster={cluster}"]
+                return (
+                    [pool.submit(run.show, "association", parse.ASSOCIATION_FIELDS, where=where)],
+                    pool.submit(run.show, "user", parse.USER_FIELDS, where=where),
+                )
+            found = [
+                pool.submit(
+                    run.show, "association", parse.ASSOCIATION_FIELDS, where=scoped.account_rows(cluster)
+                )
+            ]
+            if not users:
+                return found, None
+            where = scoped.where_users(cluster, users)
+            found.append(pool.submit(run.show, "association", parse.ASSOCIATION_FIELDS, where=where))
+            where = scoped.where_names(cluster, users)
+            return found, pool.submit(run.show, "user", parse.USER_FIELDS, where=where)
+
+        with ThreadPoolExecutor(max_workers=min(8, 2 + 3 * len(clusters))) as pool:
             registered = pool.submit(run.show, "cluster", parse.CLUSTER_FIELDS)
             accounts = pool.submit(run.show, "account", parse.ACCOUNT_FIELDS, extra=["withcoord"])
-            per_cluster = {
-                cluster: (
-                    pool.submit(
-                        run.show, "association", parse.ASSOCIATION_FIELDS, where=[f"Cluster={cluster}"]
-                    ),
-                    pool.submit(run.show, "user", parse.USER_FIELDS, where=[f"Cluster={cluster}"]),
-                )
-                for cluster in clusters
-            }
+            per_cluster = {cluster: reads(cluster) for cluster in clusters}
             known = parse.clusters(registered.result())
             missing = [c for c in clusters if c not in known]
             if missing:
@@ -72,14 +90,17 @@ class SlurmTarget:
                 )
             states = {}
             levels: dict[str, str] = {}
-            for cluster, (associations, users) in per_cluster.items():
+            for cluster, (associations, slurm_users) in per_cluster.items():
                 state = ClusterState(cluster)
-                for row in parse.associations(associations.result(), cluster):
-                    if row.user:
-                        state.users[row.key] = row
-                    else:
-                        state.accounts[row.account] = row
-                state.defaults, levels = parse.users(users.result())
+                for read in associations:
+                    for row in parse.associations(read.result(), cluster):
+                        if row.user:
+                            if users is None or row.user in named:  # a scoped read holds no one else
+                                state.users[row.key] = row
+                        else:
+                            state.accounts[row.account] = row
+                if slurm_users is not None:
+                    state.defaults, levels = parse.users(slurm_users.result())
                 states[cluster] = state
             return Observed(
                 clusters=states,
@@ -93,7 +114,11 @@ class SlurmTarget:
     def diff(
         self, desired: DesiredState, observed: Observed, scope: Scope | None = None
     ) -> list[SlurmChange]:
-        return plan(build(desired, self.config, self.context.clock()), observed)
+        """With a scope: the scope's users' changes only (scoped.py)."""
+        if scope is None:
+            return plan(build(desired, self.config, self.context.clock()), observed)
+        narrowed = build(scoped.narrow(desired, scope), self.config, self.context.clock())
+        return scoped.owned(plan(narrowed, observed), scope)
 
     # --- apply -------------------------------------------------------------------------------------
 
