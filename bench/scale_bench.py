@@ -156,6 +156,18 @@ def fill(stack: FullStack, report: Report, users: int, groups: int) -> None:
     )
 
 
+def widen_ids(stack: FullStack, needed: int) -> None:
+    """The default uid range (10000-49999) holds 40,000 users; a bigger site sets `ids` as an
+    operator would: uids from 10000 up, ordinary groups' gids far above them."""
+    if needed <= 40_000:
+        return
+    stack.config["ids"] = {
+        "uid_range": {"min": 10_000, "max": 10_000 + 2 * needed},
+        "gid_range": {"min": 1_000_000, "max": 1_099_999},
+    }
+    print(f"  ids: {stack.config['ids']} (the default uid range is too small)", file=sys.stderr)
+
+
 def first_passes(stack: FullStack, report: Report, per_target: bool) -> None:
     sessions = stack.sessions()
     for only in [[t] for t in TARGETS] if per_target else [list(TARGETS)]:
@@ -462,6 +474,7 @@ def main() -> None:
     try:
         with report.step("start the servers", fatal=True):
             stack.start()
+            widen_ids(stack, args.users + args.samples * 2 + 100)
         with report.step("fill", fatal=True):
             fill(stack, report, args.users, groups)
         first_passes(stack, report, per_target="first" in parts)
