@@ -33,14 +33,38 @@ def mounted_by_uid(observed: Observed) -> dict[str, int]:
     for (kind, _), have in observed.objects.items():
         if kind != WORKLOAD or have.labels.get(names.COMPONENT_LABEL) != names.LOGIN:
             continue
-        pod = have.body.get("spec", {}).get("template", {}).get("spec", {})
-        uid = (pod.get("securityContext") or {}).get("runAsUser")
-        if not isinstance(uid, int):
+        uid, claims = _mounts(have)
+        if uid is None:
             continue
-        for volume in pod.get("volumes") or []:
-            claim = (volume.get("persistentVolumeClaim") or {}).get("claimName")
-            if claim:
-                found.setdefault(str(claim), uid)
+        for claim in claims:
+            found.setdefault(claim, uid)
+    return found
+
+
+# (object uid, resourceVersion) -> what its pod template mounts as whom: every full pass asks this of
+# every login workload, and reading a pod template out of the watch cache means decoding it
+# (packed.py); the answer cannot change while the resourceVersion does not. Bounded like memo.py.
+_MOUNTS: dict[tuple[str, str], tuple[int | None, tuple[str, ...]]] = {}
+MAX_MOUNTS = 200_000
+
+
+def _mounts(have: ObservedObject) -> tuple[int | None, tuple[str, ...]]:
+    key = (have.uid, have.resource_version or "")
+    known = _MOUNTS.get(key) if all(key) else None
+    if known is not None:
+        return known
+    pod = have.body.get("spec", {}).get("template", {}).get("spec", {})
+    uid = (pod.get("securityContext") or {}).get("runAsUser")
+    claims = tuple(
+        str(claim)
+        for volume in pod.get("volumes") or []
+        if (claim := (volume.get("persistentVolumeClaim") or {}).get("claimName"))
+    )
+    found = (uid if isinstance(uid, int) else None, claims)
+    if all(key):
+        if len(_MOUNTS) >= MAX_MOUNTS:
+            _MOUNTS.clear()
+        _MOUNTS[key] = found
     return found
 
 

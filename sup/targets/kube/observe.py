@@ -14,7 +14,7 @@ be trusted (watch.py); a pass that lists seeds it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from sup.targets.base import ObserveError
@@ -42,6 +42,8 @@ def observe(client: KubeClient, field_manager: str, cache: WatchCache | None = N
     foreign: dict[tuple[str, str], ObservedObject] = {}
     cache = cache if cache is not None and cache.wanted() else None
     cached = cache.snapshot() if cache is not None else None
+    ours: Sequence[Mapping[str, Any]]
+    others: Sequence[Mapping[str, Any]]
     try:
         for kind in API_KIND:
             if cached is not None:

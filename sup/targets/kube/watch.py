@@ -23,8 +23,9 @@ version that is not a decimal number is never trusted (the pass lists).
 
 Hand-made drift is seen: every write by anyone is an event on one of the streams. An object whose
 label is removed by hand leaves the labelled stream (a DELETED event) and enters the metadata one:
-observe reads it in full by name, as after a list. The cache holds the bodies as the API server sent
-them and never changes them in place.
+observe reads it in full by name, as after a list. The cache holds each body packed (packed.py:
+metadata and status decoded, the rest compressed JSON decoded when a pass reads it, which with the
+memo warm is only for objects that changed) and never changes one in place.
 
 Cost control: watches start only at the `START_AFTER`-th full observe of a process in a namespace
 (default: the second), so a one-shot `sup reconcile` never starts them; `sup serve` runs passes
@@ -37,12 +38,13 @@ import json
 import logging
 import threading
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from sup.targets.kube.client import KubeClient
 from sup.targets.kube.model import API_KIND
+from sup.targets.kube.packed import PackedBody
 from sup.targets.kube.settings import KubeSettings
 
 log = logging.getLogger("sup.targets.kube.watch")
@@ -52,7 +54,7 @@ WATCH_SECONDS = 300  # the API server ends each watch after this; the thread wat
 BACKOFF_SECONDS = (1.0, 30.0)  # first and longest wait before relisting a broken stream
 START_AFTER = 1  # full observes of a namespace that only list before watches start
 OURS_STREAM, OTHERS_STREAM = "ours", "others"  # the two streams of a kind
-Body = dict[str, Any]
+Body = Mapping[str, Any]
 
 
 class _Expired(Exception):
@@ -139,7 +141,7 @@ class WatchCache:
         return True
 
     def seed(
-        self, kind: str, which: str, items: list[Body], resource_version: str, *, by_pass: bool = True
+        self, kind: str, which: str, items: Sequence[Body], resource_version: str, *, by_pass: bool = True
     ) -> None:
         """Replace a stream's objects with a list's, and watch from its version. A pass that listed
         calls this for every stream (`by_pass`): its list came after every write SUP noted, so
@@ -147,11 +149,12 @@ class WatchCache:
         only the writes its version covers."""
         if not resource_version.isdigit():
             return  # never trusted: the stream stays as it is (not live after an error)
+        packed: dict[str, Body] = {_name(item): PackedBody(item) for item in items}
         with self._cond:
             if self._stop.is_set():
                 return
             stream = self._streams[kind, which]
-            stream.objects = {_name(item): item for item in items}
+            stream.objects = packed
             stream.version = int(resource_version)
             stream.live = True
             stream.epoch += 1
@@ -272,11 +275,12 @@ class WatchCache:
         version = _version(body)
         if version is None:
             raise _Expired("a watch event without a numeric resourceVersion")
+        packed = PackedBody(body) if kind in ("ADDED", "MODIFIED") else None
         with self._cond:
             if stream.epoch != epoch:
                 return False
-            if kind in ("ADDED", "MODIFIED"):
-                stream.objects[_name(body)] = body
+            if packed is not None:
+                stream.objects[_name(body)] = packed
             elif kind == "DELETED":
                 stream.objects.pop(_name(body), None)
             elif kind != "BOOKMARK":

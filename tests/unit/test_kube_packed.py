@@ -1,0 +1,102 @@
+"""The watch cache's packed bodies read as the objects the API server sent, minus the managedFields
+field sets, and take a fraction of the memory."""
+
+from __future__ import annotations
+
+import json
+import tracemalloc
+from typing import Any
+
+import pytest
+
+from sup.targets.kube.model import ObservedObject
+from sup.targets.kube.packed import PackedBody
+
+
+def statefulset(n: int) -> dict[str, Any]:
+    spec = {
+        "replicas": 1,
+        "selector": {"matchLabels": {"app": f"login-{n}"}},
+        "template": {
+            "metadata": {"labels": {"app": f"login-{n}"}},
+            "spec": {
+                "securityContext": {"runAsUser": 10000 + n, "runAsNonRoot": True},
+                "containers": [
+                    {
+                        "name": "login",
+                        "image": "localhost/sup-login:0.1.0",
+                        "ports": [{"containerPort": 2222, "name": "ssh"}],
+                        "volumeMounts": [{"mountPath": "/home/x", "name": "home"}],
+                        "env": [{"name": f"VAR{i}", "value": f"value-{n}-{i}"} for i in range(8)],
+                    }
+                ],
+                "volumes": [{"name": "home", "persistentVolumeClaim": {"claimName": f"home-u{10000 + n}"}}],
+            },
+        },
+    }
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": {
+            "name": f"login-{n}",
+            "uid": f"uid-{n}",
+            "resourceVersion": str(1000 + n),
+            "labels": {"app.kubernetes.io/managed-by": "sup"},
+            "managedFields": [
+                {
+                    "manager": "sup",
+                    "operation": "Apply",
+                    "fieldsType": "FieldsV1",
+                    "fieldsV1": {"f:spec": spec},
+                },
+                {"manager": "kube-controller-manager", "operation": "Update", "subresource": "status"},
+            ],
+        },
+        "spec": spec,
+        "status": {"replicas": 1, "readyReplicas": 1, "currentRevision": "a", "updateRevision": "a"},
+    }
+
+
+def test_a_packed_body_reads_as_the_object_without_the_field_sets() -> None:
+    body = statefulset(1)
+    packed = PackedBody(body)
+    assert list(packed) == list(body)
+    assert len(packed) == len(body)
+    assert packed["spec"] == body["spec"]
+    assert packed.get("status") == body["status"]
+    assert packed.get("data") is None
+    with pytest.raises(KeyError):
+        packed["data"]
+    assert packed["metadata"]["managedFields"] == [
+        {"manager": "sup", "operation": "Apply"},
+        {"manager": "kube-controller-manager", "operation": "Update", "subresource": "status"},
+    ]
+    expected = json.loads(json.dumps(body))
+    for entry in expected["metadata"]["managedFields"]:
+        entry.pop("fieldsV1", None)
+        entry.pop("fieldsType", None)
+    assert packed.unpacked() == expected
+    # what a pass asks of it
+    item = ObservedObject("workload", packed)
+    assert (item.name, item.uid, item.resource_version) == ("login-1", "uid-1", "1001")
+    assert item.applied_by("sup") and not item.applied_by("someone-else")
+
+
+def test_a_packed_body_is_never_changed_by_what_a_reader_does_with_what_it_read() -> None:
+    packed = PackedBody(statefulset(2))
+    packed["spec"]["replicas"] = 0
+    assert packed["spec"]["replicas"] == 1
+
+
+def test_packed_bodies_take_a_fraction_of_the_decoded_ones() -> None:
+    def held(make: Any) -> int:
+        tracemalloc.start()
+        kept = [make(statefulset(n)) for n in range(500)]
+        size, _ = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        assert len(kept) == 500
+        return size
+
+    decoded = held(lambda body: json.loads(json.dumps(body)))
+    packed = held(PackedBody)
+    assert packed * 3 < decoded, (packed, decoded)
