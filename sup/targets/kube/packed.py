@@ -62,7 +62,8 @@ class PackedBody(Mapping[str, Any]):
         return self.unpacked()[key]
 
     def unpacked(self) -> dict[str, Any]:
-        """The object (its managedFields reduced as above), decoded anew: the caller may keep it."""
+        """The object (its managedFields reduced as above): the packed part decoded anew, metadata
+        and status the cache's own (read them, never change them)."""
         rest: dict[str, Any] = json.loads(zlib.decompress(self._packed)) if self._packed else {}
         return {key: self._eager[key] if key in self._eager else rest[key] for key in self._keys}
 
