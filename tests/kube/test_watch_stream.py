@@ -14,6 +14,7 @@ import pytest
 
 from sup.targets.kube import watch
 from sup.targets.kube.model import API_KIND, SERVICE
+from sup.targets.kube.packed import PackedBody
 from sup.targets.kube.settings import KubeSettings
 
 END = b""
@@ -60,11 +61,12 @@ class FakeClient:
         self.requests: Counter[tuple[str, str]] = Counter()
         self.watched_from: list[str] = []
 
-    def list_versioned(
+    def list_packed(
         self, kind: str, selector: str, *, metadata_only: bool = False
-    ) -> tuple[list[dict[str, Any]], str]:
+    ) -> tuple[list[PackedBody], str]:
         self.requests["list", kind] += 1
-        return (list(self.listed) if kind == SERVICE and not metadata_only else []), self.version
+        listed = self.listed if kind == SERVICE and not metadata_only else []
+        return [PackedBody(item) for item in listed], self.version
 
     def watch(self, kind: str, selector: str, version: str, *, metadata_only: bool, seconds: int) -> Any:
         if kind == SERVICE and not metadata_only:

@@ -49,8 +49,8 @@ def observe(client: KubeClient, field_manager: str, cache: WatchCache | None = N
             if cached is not None:
                 ours, others = cached[kind, OURS_STREAM], cached[kind, OTHERS_STREAM]
             else:
-                ours, ours_version = client.list_versioned(kind, OURS)
-                others, others_version = client.list_versioned(kind, OTHERS, metadata_only=True)
+                ours, ours_version = client.list_packed(kind, OURS)
+                others, others_version = client.list_packed(kind, OTHERS, metadata_only=True)
                 if cache is not None:
                     cache.seed(kind, OURS_STREAM, ours, ours_version)
                     cache.seed(kind, OTHERS_STREAM, others, others_version)

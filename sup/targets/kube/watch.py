@@ -149,7 +149,9 @@ class WatchCache:
         only the writes its version covers."""
         if not resource_version.isdigit():
             return  # never trusted: the stream stays as it is (not live after an error)
-        packed: dict[str, Body] = {_name(item): PackedBody(item) for item in items}
+        packed: dict[str, Body] = {
+            _name(item): item if isinstance(item, PackedBody) else PackedBody(item) for item in items
+        }
         with self._cond:
             if self._stop.is_set():
                 return
@@ -238,7 +240,7 @@ class WatchCache:
             backoff = min(backoff * 2, BACKOFF_SECONDS[1])
 
     def _relist(self, stream: _Stream) -> None:
-        items, version = self.client.list_versioned(
+        items, version = self.client.list_packed(
             stream.kind, stream.selector, metadata_only=stream.which == OTHERS_STREAM
         )
         if not version.isdigit():
