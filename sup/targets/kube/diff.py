@@ -201,7 +201,7 @@ def _user_objects(
         needs_ = VERIFIED.verified((namespace, kind, name), inputs, have.resource_version if have else None)
         if needs_ is None:
             break
-        remembered.append(Wanted(kind, owner, {}, inputs, needs_, claim if kind == PVC else ""))
+        remembered.append(Wanted.in_sync(kind, owner, inputs, needs_, claim if kind == PVC else ""))
     else:
         return remembered
     rendered = (renderer.home(user, claim), *renderer.user_login(user, claim, groups))
@@ -253,7 +253,7 @@ def _login_config(
     namespace = renderer.namespace
     needs_ = VERIFIED.verified((namespace, *key), inputs, have.resource_version if have else None)
     if needs_ is not None:
-        return [Wanted(LOGIN_CONFIG, owner, {}, inputs, needs_)]
+        return [Wanted.in_sync(LOGIN_CONFIG, owner, inputs, needs_)]
     return [renderer.login_config(owner, files)]
 
 
@@ -354,9 +354,12 @@ def _storage(body: Mapping[str, Any]) -> str | None:
     return None if value is None else str(value)
 
 
-def _claim_adjustments(item: Wanted, have: ObservedObject, changes: list[KubeChange]) -> None:
-    """Never shrink a claim, never touch its immutable fields, grow it only once it is bound."""
-    spec = item.manifest["spec"]
+def _claim_adjustments(
+    item: Wanted, manifest: Manifest, have: ObservedObject, changes: list[KubeChange]
+) -> None:
+    """Never shrink a claim, never touch its immutable fields, grow it only once it is bound:
+    `manifest` (the item's) is changed to match."""
+    spec = manifest["spec"]
     have_spec = have.body.get("spec", {})
     for field in ("storageClassName", "accessModes"):
         # a field SUP does not set (the default class filled in at creation) is not SUP's to compare
@@ -371,7 +374,7 @@ def _claim_adjustments(item: Wanted, have: ObservedObject, changes: list[KubeCha
                 del spec[field]
             else:
                 spec[field] = have_value
-    want_size, have_size = _storage(item.manifest), _storage(have.body)
+    want_size, have_size = _storage(manifest), _storage(have.body)
     if want_size is None or have_size is None:
         return
     try:
@@ -389,9 +392,10 @@ def _claim_adjustments(item: Wanted, have: ObservedObject, changes: list[KubeCha
 
 def _update(item: Wanted, have: ObservedObject, settings: KubeSettings) -> list[KubeChange]:
     changes: list[KubeChange] = []
+    manifest = item.manifest
     if item.kind == PVC:
-        _claim_adjustments(item, have, changes)
-    manifest = _with_hash(item.manifest)
+        _claim_adjustments(item, manifest, have, changes)
+    manifest = _with_hash(manifest)
     # items of a list carry no apiVersion and kind; the name and namespace are the key already
     found = differences({k: v for k, v in manifest.items() if k not in ("apiVersion", "kind")}, have.body)
     hash_path = f"metadata.annotations.{names.HASH_ANNOTATION}"

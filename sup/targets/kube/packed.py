@@ -37,6 +37,15 @@ def _slim_metadata(metadata: Mapping[str, Any]) -> dict[str, Any]:
     return slim
 
 
+def pack_json(value: Any) -> bytes:
+    """`value` as compressed JSON (fast, level 1: this is about memory, not storage)."""
+    return zlib.compress(json.dumps(value, separators=(",", ":")).encode(), 1)
+
+
+def unpack_json(packed: bytes) -> Any:
+    return json.loads(zlib.decompress(packed))
+
+
 class PackedBody(Mapping[str, Any]):
     __slots__ = ("_eager", "_keys", "_packed")
 
@@ -52,7 +61,7 @@ class PackedBody(Mapping[str, Any]):
                 rest[key] = value
         self._eager = eager
         self._keys = tuple(body)
-        self._packed = zlib.compress(json.dumps(rest, separators=(",", ":")).encode(), 1) if rest else b""
+        self._packed = pack_json(rest) if rest else b""
 
     def __getitem__(self, key: str) -> Any:
         if key in self._eager:
@@ -64,7 +73,7 @@ class PackedBody(Mapping[str, Any]):
     def unpacked(self) -> dict[str, Any]:
         """The object (its managedFields reduced as above): the packed part decoded anew, metadata
         and status the cache's own (read them, never change them)."""
-        rest: dict[str, Any] = json.loads(zlib.decompress(self._packed)) if self._packed else {}
+        rest: dict[str, Any] = unpack_json(self._packed) if self._packed else {}
         return {key: self._eager[key] if key in self._eager else rest[key] for key in self._keys}
 
     def __iter__(self) -> Iterator[str]:

@@ -131,7 +131,7 @@ class Renderer:
             "data": dict(files.data),
         }
         _own(manifest, LOGIN_CONFIG, owner, owner.component, self.namespace, "", None)
-        return Wanted(LOGIN_CONFIG, owner, manifest, self.login_config_inputs(owner, files))
+        return Wanted.rendered(LOGIN_CONFIG, owner, manifest, self.login_config_inputs(owner, files))
 
     def login_config_inputs(self, owner: names.Owner, files: LoginFiles) -> Hashable:
         """What a login ConfigMap is built from (the memo's key): not the settings or templates."""
@@ -180,7 +180,7 @@ class Renderer:
             raise TemplateError(f"template {template} must render one {api_version} {api_kind}")
         manifest = _prune(manifest)
         _own(manifest, kind, owner, component, self.namespace, claim, uid)
-        return Wanted(kind, owner, manifest, claim=claim if kind == PVC else "")
+        return Wanted.rendered(kind, owner, manifest, claim=claim if kind == PVC else "")
 
 
 def _fingerprint(settings: KubeSettings, search: list[str]) -> str:
