@@ -41,13 +41,14 @@ __all__ = ["TARGETS", "FullStack", "LoginTimes", "spread", "timed", "wait_until"
 class FullStack:
     """Start with `start()`, always `stop()` (stops whatever did start, in reverse order)."""
 
-    def __init__(self, work: Path, name: str = "bench") -> None:
+    def __init__(self, work: Path, name: str = "bench", service_range: str = "10.0.0.0/16") -> None:
         self.work = work
         self.name = name
         self.postgres = PostgresServer()
         self.slapd = SlapdServer("rfc2307bis")
         self.slurmdbd = SlurmdbdServer(name)
         self.kubeapi: KubeApiServer | None = None
+        self.service_range = service_range
         self.sssd: SssdServer | None = None
         self.url = ""
         self.config: dict[str, Any] = {}
@@ -57,7 +58,7 @@ class FullStack:
         self.postgres.start()
         self.slapd.start()
         self.slurmdbd.start()
-        self.kubeapi = KubeApiServer().start()
+        self.kubeapi = KubeApiServer(service_range=self.service_range).start()
         os.environ["SLURM_CONF"] = str(self.slurmdbd.slurm_conf)  # for sacctmgr, as an operator sets it
         self.url = self.postgres.create_database(self.name)
         migrate.upgrade(self.url)
