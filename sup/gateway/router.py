@@ -1,5 +1,5 @@
 """/api/v1/gateway/*: what `sup gateway` calls with a token of role `gateway` (admin may too), and
-the list of open sessions for people (viewer and above). docs/ssh-gateway.md, "The contract"."""
+the list of open sessions for people (viewer and above). docs/ssh-gateway.md, "The contract with SUP"."""
 
 from __future__ import annotations
 
