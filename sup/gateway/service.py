@@ -60,7 +60,7 @@ def routes(session: Session, settings: Settings, username: str) -> Routes | Refu
     if isinstance(access, Refusal):
         return access
     assert person is not None  # reachable refuses an unknown person
-    sleeps = settings.gateway is not None and settings.gateway.idle_seconds is not None
+    sleeps = settings.gateway is not None and settings.gateway.sleeps
     pods = [_pod(route, kube.namespace, kube.service_port, not sleeps or state.is_awake(session, route))
             for route in access.pods]  # fmt: skip
     return Routes(person.username, sorted(person.fingerprints), pods)
@@ -94,7 +94,7 @@ def wake(session: Session, settings: Settings, pod: Route, now: datetime, actor:
     kube = settings.kube
     assert kube is not None
     was_asleep = state.wake(session, pod, now)
-    if settings.gateway is None or settings.gateway.idle_seconds is None:
+    if settings.gateway is None or not settings.gateway.sleeps:
         return False  # pods never sleep: nothing to scale
     from sup.targets.kube import wake_login  # loads the Kubernetes client: only when waking
 

@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import delete, select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from sup.domain.gateway import Route
@@ -58,10 +59,15 @@ def _locked(session: Session, pods: Iterable[Route] | None = None) -> list[Login
 def wake(session: Session, pod: Route, now: datetime) -> bool:
     """Mark `pod` awake and in use now. True if it was asleep (the caller scales it up)."""
     rows = [r for r in _locked(session, [pod]) if _route(r) == pod]
-    if not rows:
-        session.add(LoginWake(kind=pod.kind, name=pod.name, awake=True, woken_at=now, last_activity=now))
-        session.flush()
-        return False
+    if not rows:  # no row: awake (never seen asleep); two first wakes at once may both get here
+        try:
+            with session.begin_nested():
+                session.add(
+                    LoginWake(kind=pod.kind, name=pod.name, awake=True, woken_at=now, last_activity=now)
+                )
+            return False
+        except IntegrityError:  # the other one made it first: stamp theirs
+            rows = [r for r in _locked(session, [pod]) if _route(r) == pod]
     row = rows[0]
     was_asleep = not row.awake
     if was_asleep:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -87,3 +88,27 @@ def test_nothing_sleeps_without_idle_seconds(settings: Settings, sessions: sessi
     with sessions.begin() as session:
         assert idle.sleep_idle(session, plain, DESIRED, utcnow(), ACTOR) is None
     assert with_sleep(sessions, plain, DESIRED, step=True, actor=ACTOR).asleep == frozenset()
+
+
+def test_two_first_wakes_at_once_both_succeed(
+    sessions: sessionmaker[Session], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The second of two first wakes finds the row the first made (its own read saw none)."""
+    kim = Route("user", "kim")
+    earlier = utcnow() - timedelta(minutes=5)
+    with sessions.begin() as session:
+        assert state.wake(session, kim, earlier) is False  # no row yet: awake already
+    real = state._locked
+    calls: list[int] = []
+
+    def stale_read(session: Session, pods: object = None) -> list[LoginWake]:
+        calls.append(1)
+        return [] if len(calls) == 1 else real(session, pods)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(state, "_locked", stale_read)
+    now = utcnow()
+    with sessions.begin() as session:
+        assert state.wake(session, kim, now) is False
+    with sessions() as session:
+        row = session.get(LoginWake, ("user", "kim"))
+        assert row is not None and row.awake and row.last_activity == now
