@@ -25,6 +25,7 @@ from sup.api.oidc import OidcVerifier
 from sup.api.token_cache import TokenCache
 from sup.audit.router import router as audit_router
 from sup.config import Settings
+from sup.gateway.router import router as gateway_router
 from sup.groups.router import router as groups_router
 from sup.me.router import router as me_router
 from sup.reconcile.router import router as reconcile_router
@@ -41,7 +42,7 @@ from sup.users.router import router as users_router
 DESCRIPTION = """
 SUP provisions people and groups from an identity provider into LDAP, Slurm accounting and
 Kubernetes. Every endpoint but /healthz, /readyz and /metrics needs `Authorization: Bearer TOKEN`
-(`sup token create --name N --role admin|operator|viewer|scim`). Errors are problem+json bodies
+(`sup token create --name N --role admin|operator|viewer|scim|gateway`). Errors are problem+json bodies
 whose `errors` list names each offending field. Updates accept `If-Match` with the ETag of a read.
 """
 
@@ -94,6 +95,7 @@ def create_app(settings: Settings, engine: Engine | None = None, *, reconciler: 
         sources_router,
         me_router,
         admin_router,
+        gateway_router,
     )
     for router in routers:
         app.include_router(router)

@@ -19,7 +19,9 @@ app = typer.Typer(help="API tokens: create, list, revoke.", no_args_is_help=True
 def create(
     name: str = typer.Option(..., "--name", help="unique name; shown in the audit log as the actor"),
     role: Role = typer.Option(
-        ..., "--role", help="viewer reads; operator writes identities; admin does all; scim"
+        ...,
+        "--role",
+        help="viewer reads; operator writes identities; admin does all; scim; gateway",
     ),
     expires_days: int | None = typer.Option(
         None, "--expires-days", min=1, help="expire after this many days"

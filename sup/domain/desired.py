@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from sup.domain.gateway import Route
 from sup.domain.gecos import gecos_text
 
 
@@ -142,6 +143,9 @@ class DesiredState:
     # the planner for a target that needs it (TargetSpec.needs): such a target creates nothing that
     # would make a node look the user up (a failed lookup is cached) until they leave this set.
     identity_pending: frozenset[str] = frozenset()
+    # Login pods asleep (docs/ssh-gateway.md, "Scale to zero"): their StatefulSets get replicas 0.
+    # Set by the planner from the store's wake state when `gateway.idle_seconds` is set; else empty.
+    asleep: frozenset[Route] = frozenset()
 
     def active_usernames(self) -> frozenset[str]:
         return frozenset(name for name, user in self.users.items() if user.active)

@@ -23,12 +23,13 @@ from sqlalchemy.orm import Session, sessionmaker
 from sup.config import Settings
 from sup.domain.desired import DesiredState, Policy, derive
 from sup.domain.guards import Spent, budget_refusal, mass_change
+from sup.gateway import idle, state
 from sup.reconcile import metrics
 from sup.reconcile.status import record_statuses
 from sup.reconcile.targets import TargetOpener, target_context
 from sup.store import outbox, removals
 from sup.store.audit import Actor, record
-from sup.store.models import TargetStatus
+from sup.store.models import TargetStatus, utcnow
 from sup.store.session import is_postgresql
 from sup.store.snapshot import load_snapshot
 from sup.targets.base import DELETE, AnyDetails, Change, Failure, ObserveError, Scope, TargetError
@@ -109,6 +110,21 @@ def desired_state(sessions: sessionmaker[Session], settings: Settings) -> Desire
         return derive(load_snapshot(session), policy_of(settings))
 
 
+def with_sleep(
+    sessions: sessionmaker[Session], settings: Settings, desired: DesiredState, *, step: bool, actor: Actor
+) -> DesiredState:
+    """The desired state with the login pods that sleep (docs/ssh-gateway.md, "Scale to zero"), when
+    they may sleep on this site (`gateway.idle_seconds`); with `step`, idle pods are put to sleep
+    first (a full applying pass: the scheduled one, a retry, `sup reconcile`)."""
+    if idle.policy(settings) is None:
+        return desired
+    if step:
+        with sessions.begin() as session:
+            idle.sleep_idle(session, settings, desired, utcnow(), actor)
+    with sessions() as session:
+        return replace(desired, asleep=state.asleep(session))
+
+
 def _selected(specs: Sequence[TargetSpec[Any]], only: Sequence[str] | None) -> list[TargetSpec[Any]]:
     if not only:
         return list(specs)
@@ -157,6 +173,8 @@ def run_pass(
     enabled = [spec for spec in selected if settings.target_enabled(spec.name)]
     # No target to read: the store need not be either (an API-only deployment's passes cost nothing).
     desired = desired_state(sessions, settings) if enabled else DesiredState()
+    if any(spec.name == "kube" for spec in enabled):
+        desired = with_sleep(sessions, settings, desired, step=apply and scope is None, actor=actor)
     baselines = {s.name: _active_on_target(sessions, s.name) if apply else frozenset() for s in enabled}
     window = settings.reconcile.budget_window_seconds
     spent = {s.name: _spent(sessions, s.name, window) if apply else Spent() for s in enabled}
@@ -356,6 +374,8 @@ def plan_from_session(
     """Plan every enabled target against the store as `session` sees it, uncommitted changes
     included (`sup import --dry-run --plan` shows the plan an import would lead to)."""
     desired = derive(load_snapshot(session), policy_of(settings))
+    if idle.policy(settings) is not None:
+        desired = replace(desired, asleep=state.asleep(session))
     bind = session.get_bind()
     engine = bind if isinstance(bind, Engine) else bind.engine
     return Pass(

@@ -342,3 +342,32 @@ class TargetRemoval(Base):
     suspensions: Mapped[int] = mapped_column(Integer, default=0)
     deletions: Mapped[int] = mapped_column(Integer, default=0)
     forced: Mapped[bool] = mapped_column(Boolean, default=False)
+
+
+class LoginWake(Base):
+    """Whether a login pod (a user's own, `kind` user, or a group's, `kind` group) is awake, when it
+    was woken and when it was last seen in use (docs/ssh-gateway.md, "Scale to zero"). Read only when
+    `gateway.idle_seconds` is set: the Kubernetes target renders the pod's StatefulSet with replicas 0
+    for a row that is not awake. An owner without a row is awake until the scheduled pass first sees
+    it (then its row is made, awake, with last_activity now)."""
+
+    __tablename__ = "login_wake"
+
+    kind: Mapped[str] = mapped_column(String(8), primary_key=True)  # user | group
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    awake: Mapped[bool] = mapped_column(Boolean, default=True)
+    woken_at: Mapped[datetime | None] = mapped_column()
+    last_activity: Mapped[datetime | None] = mapped_column()
+
+
+class GatewayHeartbeat(Base):
+    """The latest report of one SSH gateway replica: its open sessions and the idle reporters'
+    answers (JSON, as posted). In the store so that every `sup serve` worker and replica sees the
+    same ones; one row per replica, replaced by each heartbeat; rows silent for long are dropped."""
+
+    __tablename__ = "gateway_heartbeats"
+
+    replica: Mapped[str] = mapped_column(String(128), primary_key=True)
+    at: Mapped[datetime] = mapped_column(default=utcnow)
+    sessions: Mapped[list[dict[str, Any]]] = mapped_column(JsonType)
+    busy: Mapped[list[dict[str, Any]]] = mapped_column(JsonType)

@@ -40,7 +40,7 @@ ENDPOINTS = [
     ("POST", "/api/v1/tokens", {"name": "another", "role": "viewer"}, "admin"),
     ("DELETE", "/api/v1/tokens/scim-token", None, "admin"),
 ]
-RANK = {"viewer": 1, "operator": 2, "admin": 3, "scim": 0}
+RANK = {"viewer": 1, "operator": 2, "admin": 3, "scim": 0, "gateway": 0}
 
 
 @pytest.fixture
@@ -57,7 +57,7 @@ def world(client: TestClient, admin: dict[str, str]) -> None:
 def test_role_matrix(
     client: TestClient, tokens: dict[str, str], method: str, path: str, body: object, needed: str
 ) -> None:
-    for role in ("scim", "viewer", "operator"):
+    for role in ("scim", "gateway", "viewer", "operator"):
         if RANK[role] >= RANK[needed]:
             continue
         response = client.request(method, path, json=body, headers=bearer(tokens[role]))

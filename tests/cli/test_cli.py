@@ -50,6 +50,15 @@ def test_token_create_prints_only_the_token_and_it_works(env: dict[str, str], cl
     assert run_sup("token", "revoke", "ops", env=env).returncode == 3
 
 
+def test_a_gateway_token_made_here_calls_the_gateway_only(env: dict[str, str], client: TestClient) -> None:
+    result = run_sup("token", "create", "--name", "gateway", "--role", "gateway", env=env)
+    assert result.returncode == 0, result.stderr
+    token = bearer(result.stdout.strip())
+    refused = client.get("/api/v1/gateway/routes/kim", headers=token)  # no Kubernetes target: no pods
+    assert refused.status_code == 404 and refused.json() == {"detail": "no route", "reason": "no_login_pod"}
+    assert client.get("/api/v1/users", headers=token).status_code == 403
+
+
 def test_usage_errors_exit_2(env: dict[str, str]) -> None:
     assert run_sup("token", "create", "--name", "x", "--role", "superuser", env=env).returncode == 2
     assert run_sup("frobnicate", env=env).returncode == 2

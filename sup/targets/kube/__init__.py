@@ -16,22 +16,26 @@ apply.py    server-side apply and deletes, in dependency order
 client.py   the narrow typed client on top of the official one
 values.py   quantities, durations, DNS names, labels, CIDRs (no client import: settings use it)
 settings.py KubeSettings (settings key `kube`); spec.py SPEC (what the registry lists, can_scope)
+wake.py     wake one sleeping login pod at once (the SSH gateway's wake; replicas 1)
 
-Public surface: SPEC, KubeSettings, KubeTarget. KubeTarget is imported lazily, so validating
-settings (values.py) does not load the client.
+Public surface: SPEC, KubeSettings, KubeTarget, Owner (names and labels of an owner's objects),
+wake_login, WakeError. KubeTarget and the wake are imported lazily, so validating settings
+(values.py) does not load the client.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from sup.targets.kube.names import Owner
 from sup.targets.kube.settings import KubeSettings
 from sup.targets.kube.spec import SPEC
 
 if TYPE_CHECKING:
     from sup.targets.kube.target import KubeTarget
+    from sup.targets.kube.wake import WakeError, wake_login
 
-__all__ = ["SPEC", "KubeSettings", "KubeTarget"]
+__all__ = ["SPEC", "KubeSettings", "KubeTarget", "Owner", "WakeError", "wake_login"]
 
 
 def __getattr__(name: str) -> Any:
@@ -39,4 +43,8 @@ def __getattr__(name: str) -> Any:
         from sup.targets.kube.target import KubeTarget
 
         return KubeTarget
+    if name in ("wake_login", "WakeError"):
+        from sup.targets.kube import wake
+
+        return getattr(wake, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

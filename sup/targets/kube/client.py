@@ -29,6 +29,7 @@ from sup.targets.kube.packed import PackedBody
 from sup.targets.kube.settings import KubeSettings
 
 APPLY_PATCH = "application/apply-patch+yaml"
+MERGE_PATCH = "application/merge-patch+json"
 # The metadata of each object only (name, labels, annotations, managedFields): enough to know which
 # names are taken by objects SUP did not create.
 METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
@@ -320,6 +321,25 @@ class KubeClient:
         if version.isdigit():
             with self._lock:
                 self.written[kind] = max(self.written.get(kind, 0), int(version))
+        return result
+
+    def set_replicas(
+        self, kind: str, name: str, replicas: int, *, field_manager: str
+    ) -> dict[str, Any] | None:
+        """A merge patch of `spec.replicas` alone, as `field_manager` (an Update, beside that
+        manager's applied fields, which it leaves as they are): waking a login pod at once
+        (wake.py). None if the object does not exist."""
+        resource = RESOURCES[kind]
+        result = self._call(
+            "patch", resource, "PATCH", f"{resource.collection(self.namespace)}/{name}",
+            query=[("fieldManager", field_manager)], body={"spec": {"replicas": replicas}},
+            content_type=MERGE_PATCH, ok_missing=True,
+        )  # fmt: skip
+        if result is not None:
+            version = str((result.get("metadata") or {}).get("resourceVersion") or "")
+            if version.isdigit():
+                with self._lock:
+                    self.written[kind] = max(self.written.get(kind, 0), int(version))
         return result
 
     def delete(self, kind: str, name: str, uid: str | None) -> bool:

@@ -30,6 +30,7 @@ from dataclasses import replace
 from typing import Any
 
 from sup.domain.desired import DesiredState, DesiredUser
+from sup.domain.gateway import Route
 from sup.targets.base import CREATE, DELETE, REPORT, UPDATE, Change
 from sup.targets.kube import names
 from sup.targets.kube.drift import differences
@@ -150,7 +151,8 @@ def _wanted(
         if user.active and name in logins:
             claim = claims[user.uid_number]
             groups = directory.supplemental_gids(user)
-            items.extend(_user_objects(user, claim, groups, observed, renderer, settings.namespace))
+            asleep = Route("user", name) in desired.asleep
+            items.extend(_user_objects(user, claim, groups, observed, renderer, settings.namespace, asleep))
             owner = names.Owner("user", user.username)
             files = directory.files([user])
             items.extend(_login_config(owner, files, observed, renderer, changes, refused))
@@ -163,7 +165,8 @@ def _wanted(
             changes.append(Change(TARGET, REPORT, WORKLOAD, group_name, Remark(reason)))
             continue
         members = [desired.users[m] for m in sorted(group.members) if m in desired.users]
-        items.extend(renderer.group_login(group, members, claims))
+        asleep = Route("group", group.name) in desired.asleep
+        items.extend(renderer.group_login(group, members, claims, asleep=asleep))
         owner = names.Owner("group", group.name)
         files = directory.files(members)
         items.extend(_login_config(owner, files, observed, renderer, changes, refused))
@@ -190,11 +193,13 @@ def _user_objects(
     observed: Observed,
     renderer: Renderer,
     namespace: str,
+    asleep: bool = False,
 ) -> list[Wanted]:
     """A user's home claim (named `claim`) and login objects: rendered, or, when the memo has every
-    one of them in sync with the same inputs at the resourceVersion just read, taken as they are."""
+    one of them in sync with the same inputs at the resourceVersion just read, taken as they are.
+    `asleep`: the login pod sleeps (its StatefulSet has replicas 0)."""
     owner = names.Owner("user", user.username)
-    inputs = renderer.user_inputs(user, claim, groups)
+    inputs = renderer.user_inputs(user, claim, groups, asleep=asleep)
     remembered = []
     for kind, name in user_object_keys(owner, claim):
         have = observed.objects.get((kind, name))
@@ -204,7 +209,7 @@ def _user_objects(
         remembered.append(Wanted.in_sync(kind, owner, inputs, needs_, claim if kind == PVC else ""))
     else:
         return remembered
-    rendered = (renderer.home(user, claim), *renderer.user_login(user, claim, groups))
+    rendered = (renderer.home(user, claim), *renderer.user_login(user, claim, groups, asleep=asleep))
     return [replace(w, inputs=inputs) for w in rendered]
 
 
@@ -296,6 +301,12 @@ def applied_hash(manifest: Manifest) -> str:
     intent does, which is how fields SUP stopped setting are noticed."""
     body = json.loads(json.dumps(manifest))
     body["metadata"].get("annotations", {}).pop(names.HASH_ANNOTATION, None)
+    spec = body.get("spec")
+    if body.get("kind") == "StatefulSet" and isinstance(spec, dict) and spec.get("replicas") == 0:
+        # A login pod asleep (docs/ssh-gateway.md) is the same intent as awake: falling asleep or
+        # waking is a change of `replicas` (which the field comparison sees), not of settings, and
+        # the hash stays the one SUP applied before pods could sleep.
+        spec["replicas"] = 1
     text = json.dumps(body, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 

@@ -75,9 +75,11 @@ class Renderer:
         self.network = _network(settings)
         self.fingerprint = _fingerprint(settings, search)
 
-    def user_inputs(self, user: DesiredUser, claim: str, groups: tuple[int, ...] = ()) -> Hashable:
+    def user_inputs(
+        self, user: DesiredUser, claim: str, groups: tuple[int, ...] = (), *, asleep: bool = False
+    ) -> Hashable:
         """Everything a user's objects are rendered from (the memo's key, memo.py)."""
-        return (self.fingerprint, user, claim, groups)
+        return (self.fingerprint, user, claim, groups, asleep)
 
     # --- per user and per group ------------------------------------------------------------------
 
@@ -89,23 +91,36 @@ class Renderer:
         return self._render(PVC, HOME_PVC, owner, extra, names.HOME, claim=claim, uid=user.uid_number)
 
     def user_login(
-        self, user: DesiredUser, claim: str | None = None, groups: tuple[int, ...] = ()
+        self,
+        user: DesiredUser,
+        claim: str | None = None,
+        groups: tuple[int, ...] = (),
+        *,
+        asleep: bool = False,
     ) -> list[Wanted]:
         """The login StatefulSet, mounting the home claim `claim`, its Service and NetworkPolicy.
-        `groups`: the gids of the user's other groups (the pod's supplementalGroups)."""
+        `groups`: the gids of the user's other groups (the pod's supplementalGroups); `asleep`: the
+        pod sleeps (replicas 0; docs/ssh-gateway.md, "Scale to zero")."""
         owner = names.Owner("user", user.username)
         claim = claim or names.home_claim(user.uid_number)
         context = {"user": _user_context(user, groups)}
         return [
             self._render(NETWORK_POLICY, NETWORK_POLICY_TEMPLATE, owner, context, names.LOGIN, claim=claim),
             self._render(SERVICE, SERVICE_TEMPLATE, owner, context, names.LOGIN, claim=claim),
-            self._render(WORKLOAD, USER_WORKLOAD, owner, context, names.LOGIN, claim=claim),
+            _sleeping(
+                self._render(WORKLOAD, USER_WORKLOAD, owner, context, names.LOGIN, claim=claim), asleep
+            ),
         ]
 
     def group_login(
-        self, group: DesiredGroup, members: Iterable[DesiredUser], claims: Mapping[int, str] | None = None
+        self,
+        group: DesiredGroup,
+        members: Iterable[DesiredUser],
+        claims: Mapping[int, str] | None = None,
+        *,
+        asleep: bool = False,
     ) -> list[Wanted]:
-        """`claims`: uid -> home claim name (homes.py), for the members' homes."""
+        """`claims`: uid -> home claim name (homes.py), for the members' homes; `asleep`: replicas 0."""
         owner = names.Owner("group", group.name)
         claims = claims or {}
         context = {
@@ -118,7 +133,7 @@ class Renderer:
         return [
             self._render(NETWORK_POLICY, NETWORK_POLICY_TEMPLATE, owner, context, names.GROUP_LOGIN),
             self._render(SERVICE, SERVICE_TEMPLATE, owner, context, names.GROUP_LOGIN),
-            self._render(WORKLOAD, GROUP_WORKLOAD, owner, context, names.GROUP_LOGIN),
+            _sleeping(self._render(WORKLOAD, GROUP_WORKLOAD, owner, context, names.GROUP_LOGIN), asleep),
         ]
 
     def login_config(self, owner: names.Owner, files: LoginFiles) -> Wanted:
@@ -181,6 +196,14 @@ class Renderer:
         manifest = _prune(manifest)
         _own(manifest, kind, owner, component, self.namespace, claim, uid)
         return Wanted.rendered(kind, owner, manifest, claim=claim if kind == PVC else "")
+
+
+def _sleeping(workload: Wanted, asleep: bool) -> Wanted:
+    """A login StatefulSet of a pod that sleeps has no replica; an awake one keeps the template's (1).
+    Only `replicas` changes: the pod template, and so the pod woken later, is the same."""
+    if asleep:
+        workload.manifest.setdefault("spec", {})["replicas"] = 0
+    return workload
 
 
 def _fingerprint(settings: KubeSettings, search: list[str]) -> str:

@@ -1,0 +1,86 @@
+"""The scheduled pass's sleep step: which login pods go to sleep now (docs/ssh-gateway.md, "Scale to
+zero"), decided by `sup.domain.gateway_idle.decide` from the wake state, the gateways' heartbeats and
+the clock, and written to the wake state in one transaction before the pass renders replicas from it.
+
+Runs only when `gateway.idle_seconds` is set and the Kubernetes target is on. A login pod SUP sees
+for the first time gets a row, awake and in use now: turning the setting on, or a new person, does
+not stop a running pod before `idle_seconds` have passed. Rows of pods that no longer exist go.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from datetime import datetime
+
+from sqlalchemy.orm import Session
+
+from sup.config import Settings
+from sup.domain.desired import DesiredState
+from sup.domain.gateway import Route
+from sup.domain.gateway_idle import IdleDecision, IdlePolicy, decide
+from sup.gateway import state
+from sup.store.audit import Actor, record
+from sup.store.models import LoginWake
+
+
+def login_pods(
+    desired: DesiredState, login_groups: Collection[str], group_pods: Collection[str]
+) -> set[Route]:
+    """The login pods the Kubernetes target keeps: every active provisioned person's own (or, with
+    `kube.login_groups`, those of their members), and one per group in `kube.group_pods`."""
+    people = set(desired.users)
+    if login_groups:
+        people = {
+            m for g in login_groups if (group := desired.groups.get(g)) is not None for m in group.members
+        }
+    pods = {Route("user", name) for name in people if name in desired.users and desired.users[name].active}
+    pods |= {Route("group", name) for name in group_pods if name in desired.groups}
+    return pods
+
+
+def policy(settings: Settings) -> IdlePolicy | None:
+    """The sleep policy, or None when pods never sleep (no `gateway.idle_seconds`, no Kubernetes)."""
+    gateway = settings.gateway
+    if gateway is None or gateway.idle_seconds is None or settings.kube is None:
+        return None
+    hours = gateway.max_awake_hours
+    return IdlePolicy(
+        idle_seconds=gateway.idle_seconds,
+        heartbeat_seconds=gateway.heartbeat_seconds,
+        max_awake_seconds=None if hours is None else hours * 3600,
+    )
+
+
+def sleep_idle(
+    session: Session, settings: Settings, desired: DesiredState, now: datetime, actor: Actor
+) -> IdleDecision | None:
+    """Stamp the pods in use, put the idle ones to sleep (audited `gateway.sleep`). None: pods never
+    sleep on this site."""
+    rules = policy(settings)
+    kube = settings.kube
+    if rules is None or kube is None:
+        return None
+    pods = login_pods(desired, kube.login_groups, kube.group_pods)
+    rows, states = state.pod_states(session)
+    known = {s.pod for s in states}
+    for pod in sorted(pods - known, key=lambda p: (p.kind, p.name)):
+        session.add(LoginWake(kind=pod.kind, name=pod.name, awake=True, woken_at=None, last_activity=now))
+    for row in rows:
+        if Route("group" if row.kind == "group" else "user", row.name) not in pods:
+            session.delete(row)
+    kept = [s for s in states if s.pod in pods]
+    decision = decide(kept, state.heartbeats(session, now, rules.heartbeat_seconds), now, rules)
+    for row in rows:
+        pod = Route("group" if row.kind == "group" else "user", row.name)
+        if pod not in pods:
+            continue
+        if pod in decision.in_use:
+            row.last_activity = now
+        if pod in decision.sleep:
+            last = row.last_activity.isoformat() if row.last_activity else None
+            row.awake = False
+            record(
+                session, actor, "sleep", "gateway", f"{pod.kind}/{pod.name}", after={"last_activity": last}
+            )
+    session.flush()
+    return decision

@@ -1,0 +1,154 @@
+"""/api/v1/gateway/*: what `sup gateway` calls with a token of role `gateway` (admin may too), and
+the list of open sessions for people (viewer and above). docs/ssh-gateway.md, "The contract with SUP"."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, HTTPException, Response
+from fastapi.responses import JSONResponse
+from pydantic import AwareDatetime, BaseModel, Field
+
+from sup.api import API_PREFIX
+from sup.api.context import ApiContext, Viewer, requires
+from sup.common.schemas import Body
+from sup.domain.gateway import Refusal, RefusalReason, Route
+from sup.domain.roles import Role
+from sup.gateway import service, state
+from sup.store.models import utcnow
+
+GatewayToken = Annotated[ApiContext, requires(Role.gateway)]
+Name = Annotated[str, Field(min_length=1, max_length=64)]
+Kind = Literal["user", "group"]
+
+router = APIRouter(prefix=API_PREFIX + "/gateway", tags=["gateway"])
+
+
+class PodOut(BaseModel):
+    name: str = Field(description='what the client names: "login" (own pod) or the group\'s name')
+    kind: Kind
+    owner: str
+    service: str = Field(description="the pod's Service in `namespace`")
+    namespace: str
+    port: int = Field(description="the Service's port (kube.service_port)")
+    awake: bool = Field(description="false: asleep, POST wake before connecting")
+
+
+class RoutesOut(BaseModel):
+    username: str
+    fingerprints: list[str] = Field(description="SHA256 fingerprints of the person's keys")
+    pods: list[PodOut] = Field(description="own pod first, then group pods")
+
+
+class NoRoute(BaseModel):
+    detail: Literal["no route"]
+    reason: RefusalReason = Field(description="for the gateway's audit call, never for the client")
+
+
+@router.get(
+    "/routes/{username}",
+    response_model=RoutesOut,
+    responses={404: {"model": NoRoute}},
+    summary="A person's key fingerprints and the login pods they may reach",
+)
+def get_routes(ctx: GatewayToken, username: str) -> Any:
+    with ctx.transaction() as session:
+        found = service.routes(session, ctx.settings, username)
+    if isinstance(found, Refusal):
+        return JSONResponse({"detail": "no route", "reason": found.reason.value}, status_code=404)
+    return RoutesOut(
+        username=found.username,
+        fingerprints=found.fingerprints,
+        pods=[PodOut(**vars(pod)) for pod in found.pods],
+    )
+
+
+class WakeIn(Body):
+    kind: Kind
+    name: Name
+
+
+class WakeOut(BaseModel):
+    awake: Literal[True]
+
+
+@router.post("/wake", response_model=WakeOut, summary="Wake a login pod now (idempotent)")
+def post_wake(ctx: GatewayToken, body: WakeIn) -> WakeOut:
+    from sup.targets.kube import WakeError  # loads the Kubernetes client: only when waking
+
+    try:
+        with ctx.transaction() as session:
+            service.wake(session, ctx.settings, Route(body.kind, body.name), utcnow(), ctx.actor)
+    except WakeError as exc:
+        raise HTTPException(503, str(exc)) from None
+    return WakeOut(awake=True)
+
+
+class SessionIn(Body):
+    kind: Kind
+    name: Name
+    username: Name
+    since: AwareDatetime
+    source: str = Field(max_length=64, description="the client's address, ip:port")
+
+
+class BusyIn(Body):
+    kind: Kind
+    name: Name
+    busy: bool | None = Field(description="the idle reporter's answer; null: no answer")
+
+
+class HeartbeatIn(Body):
+    gateway: str = Field(min_length=1, max_length=128, description="the reporting replica's id")
+    sessions: list[SessionIn] = Field(default_factory=list, max_length=100_000)
+    busy: list[BusyIn] = Field(default_factory=list, max_length=100_000)
+
+
+@router.post("/heartbeat", status_code=204, summary="A gateway replica's open sessions and busy pods")
+def post_heartbeat(ctx: GatewayToken, body: HeartbeatIn) -> Response:
+    gateway = ctx.settings.gateway
+    interval = gateway.heartbeat_seconds if gateway is not None else 15.0
+    with ctx.transaction() as session:
+        state.record_heartbeat(
+            session,
+            body.gateway,
+            [s.model_dump(mode="json") for s in body.sessions],
+            [b.model_dump(mode="json") for b in body.busy],
+            utcnow(),
+            interval,
+        )
+    return Response(status_code=204)
+
+
+class EventIn(Body):
+    event: Literal["login", "refused"]
+    username: str = Field(max_length=256, description="as the client sent it")
+    fingerprint: str | None = Field(None, max_length=128)
+    source: str = Field(max_length=64)
+    reason: RefusalReason | None = None
+    pod: str | None = Field(None, max_length=64)
+
+
+@router.post("/events", status_code=204, summary="A login or refusal, into the audit log")
+def post_event(ctx: GatewayToken, body: EventIn) -> Response:
+    with ctx.transaction() as session:
+        service.event(session, ctx.actor, body.model_dump(mode="json"))
+    return Response(status_code=204)
+
+
+class SessionOut(BaseModel):
+    gateway: str
+    kind: Kind
+    name: str
+    username: str
+    since: str
+    source: str
+
+
+@router.get("/sessions", response_model=list[SessionOut], summary="Who is connected through the gateway")
+def get_sessions(ctx: Viewer) -> list[SessionOut]:
+    gateway = ctx.settings.gateway
+    interval = gateway.heartbeat_seconds if gateway is not None else 15.0
+    with ctx.transaction() as session:
+        found = state.live_sessions(session, utcnow(), interval)
+    return [SessionOut(**vars(s)) for s in found]

@@ -1,0 +1,110 @@
+"""What the SSH gateway asks of SUP (docs/ssh-gateway.md): a person's route, a wake, a heartbeat,
+an audit event; and who is connected, for people.
+
+The answers are built from the store as the desired state and the Kubernetes target see it
+(`sup.users.gateway.gateway_person`, `kube.login_groups`, `kube.group_pods`), so the gateway routes
+exactly to the pods the target keeps.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any, Literal
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from sup.config import Settings
+from sup.domain.gateway import Refusal, RefusalReason, Route, reachable
+from sup.errors import NotFound
+from sup.gateway import state
+from sup.store.audit import Actor, record
+from sup.store.models import Group
+from sup.targets.kube import Owner
+from sup.users.gateway import gateway_person
+
+_PROBE = "SHA256:probe"  # a key the routes answer does not check (the gateway checks the key itself)
+
+
+@dataclass(frozen=True)
+class Pod:
+    """One login pod a person may reach, and where its sshd answers."""
+
+    name: str  # what the client names: "login" for the own pod, else the group's name
+    kind: Literal["user", "group"]
+    owner: str
+    service: str
+    namespace: str
+    port: int
+    awake: bool
+
+
+@dataclass(frozen=True)
+class Routes:
+    username: str
+    fingerprints: list[str]
+    pods: list[Pod]
+
+
+def routes(session: Session, settings: Settings, username: str) -> Routes | Refusal:
+    """The person's key fingerprints and the pods they may reach (their own first), or why none."""
+    kube = settings.kube
+    if kube is None:
+        return Refusal(RefusalReason.NO_LOGIN_POD, "the Kubernetes target is off: no login pods")
+    person = gateway_person(
+        session, username, access_groups=settings.access.groups, login_groups=kube.login_groups
+    )
+    probe = replace(person, fingerprints=frozenset({_PROBE})) if person is not None else None
+    access = reachable(probe, _PROBE, kube.group_pods)
+    if isinstance(access, Refusal):
+        return access
+    assert person is not None  # reachable refuses an unknown person
+    sleeps = settings.gateway is not None and settings.gateway.sleeps
+    pods = [_pod(route, kube.namespace, kube.service_port, not sleeps or state.is_awake(session, route))
+            for route in access.pods]  # fmt: skip
+    return Routes(person.username, sorted(person.fingerprints), pods)
+
+
+def _pod(route: Route, namespace: str, port: int, awake: bool) -> Pod:
+    owner = Owner(route.kind, route.name)
+    name = "login" if route.kind == "user" else route.name
+    return Pod(name, route.kind, route.name, owner.login, namespace, port, awake)
+
+
+def pod_exists(session: Session, settings: Settings, pod: Route) -> bool:
+    """Whether SUP keeps this login pod (an active person's own, or a group in kube.group_pods)."""
+    kube = settings.kube
+    if kube is None:
+        return False
+    if pod.kind == "group":
+        found = session.scalar(select(Group.id).where(Group.name == pod.name))
+        return pod.name in kube.group_pods and found is not None
+    person = gateway_person(
+        session, pod.name, access_groups=settings.access.groups, login_groups=kube.login_groups
+    )
+    return person is not None and person.active and person.own_pod
+
+
+def wake(session: Session, settings: Settings, pod: Route, now: datetime, actor: Actor) -> bool:
+    """Mark the pod awake and in use, and scale its StatefulSet to one replica at once (when pods
+    sleep on this site). NotFound for a pod SUP does not keep. True if this woke it."""
+    if not pod_exists(session, settings, pod):
+        raise NotFound("login pod", f"{pod.kind}/{pod.name}")
+    kube = settings.kube
+    assert kube is not None
+    was_asleep = state.wake(session, pod, now)
+    if settings.gateway is None or not settings.gateway.sleeps:
+        return False  # pods never sleep: nothing to scale
+    from sup.targets.kube import wake_login  # loads the Kubernetes client: only when waking
+
+    wrote = wake_login(kube, pod.kind, pod.name)
+    if was_asleep or wrote:
+        record(session, actor, "wake", "gateway", f"{pod.kind}/{pod.name}", after={"scaled": wrote})
+    return was_asleep or wrote
+
+
+def event(session: Session, actor: Actor, body: dict[str, Any]) -> None:
+    """A login or refusal the gateway saw, into the audit log (fingerprints only, never a key)."""
+    after = {k: body.get(k) for k in ("fingerprint", "source", "reason", "pod")}
+    record(session, actor, str(body["event"]), "gateway", str(body["username"])[:256], after=after)

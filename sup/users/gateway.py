@@ -1,0 +1,50 @@
+"""One person as the SSH gateway needs them: read from the store for `sup.domain.gateway.route`.
+
+The gateway asks per connection attempt (with a short cache on its side), so this reads one user
+row, their key fingerprints and their groups' names: three indexed queries, never the whole store.
+Who is provisioned and who gets an own login pod follow the same rules as the desired state
+(`access.groups`) and the Kubernetes target (`kube.login_groups`): direct memberships, as there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from sup.domain.gateway import GatewayPerson
+from sup.store.models import Group, Membership, SshKey, User
+
+
+def gateway_person(
+    session: Session,
+    username: str,
+    *,
+    access_groups: Collection[str] = (),
+    login_groups: Collection[str] = (),
+) -> GatewayPerson | None:
+    """The person called `username` (None if the store has nobody by that name).
+
+    `access_groups`: the `access.groups` setting (empty: everyone is provisioned);
+    `login_groups`: `kube.login_groups` (empty: every provisioned person gets an own pod)."""
+    user = session.scalars(select(User).where(User.username == username)).one_or_none()
+    if user is None:
+        return None
+    fingerprints = frozenset(session.scalars(select(SshKey.fingerprint).where(SshKey.user_id == user.id)))
+    groups = frozenset(
+        session.scalars(
+            select(Group.name)
+            .join(Membership, Membership.group_id == Group.id)
+            .where(Membership.user_id == user.id)
+        )
+    )
+    provisioned = not access_groups or bool(groups & set(access_groups))
+    return GatewayPerson(
+        username=user.username,
+        active=user.active,
+        provisioned=provisioned,
+        own_pod=provisioned and (not login_groups or bool(groups & set(login_groups))),
+        fingerprints=fingerprints,
+        groups=groups,
+    )

@@ -1,0 +1,244 @@
+"""/api/v1/gateway/* on SQLite and PostgreSQL: routes, wake, heartbeat, events and sessions, and what
+a token of role `gateway` may not do."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
+
+from sup.domain.sshkeys import parse_ssh_public_key
+from sup.store.models import AuditEntry, GatewayHeartbeat, LoginWake, utcnow
+from tests.conftest import bearer
+from tests.gateway.conftest import NAMESPACE, FakeCluster
+from tests.support import keys
+
+KIM_KEY = keys.ed25519_key("kim@laptop")
+
+
+def fingerprint(line: str) -> str:
+    return parse_ssh_public_key(line).fingerprint
+
+
+@pytest.fixture
+def gateway(tokens: dict[str, str]) -> dict[str, str]:
+    return bearer(tokens["gateway"])
+
+
+@pytest.fixture
+def world(client: TestClient, admin: dict[str, str]) -> None:
+    """kim (a key, in physics, which has a group pod), saul (suspended), lee (no key, in chem)."""
+    client.post("/api/v1/groups", json={"name": "physics"}, headers=admin)
+    client.post("/api/v1/groups", json={"name": "chem"}, headers=admin)
+    for body in (
+        {"username": "kim", "ssh_public_keys": [KIM_KEY], "groups": ["physics"]},
+        {"username": "saul", "ssh_public_keys": [keys.ed25519_key()], "active": False},
+        {"username": "lee", "groups": ["chem"]},
+    ):
+        response = client.post("/api/v1/users", json=body, headers=admin)
+        assert response.status_code == 201, response.text
+
+
+@pytest.mark.usefixtures("world")
+def test_routes_of_a_person_own_pod_first_then_group_pods(
+    client: TestClient, gateway: dict[str, str]
+) -> None:
+    response = client.get("/api/v1/gateway/routes/kim", headers=gateway)
+    assert response.status_code == 200, response.text
+    common = {"namespace": NAMESPACE, "port": 22, "awake": True}
+    assert response.json() == {
+        "username": "kim",
+        "fingerprints": [fingerprint(KIM_KEY)],
+        "pods": [
+            {"name": "login", "kind": "user", "owner": "kim", "service": "login-kim", **common},
+            {"name": "physics", "kind": "group", "owner": "physics", "service": "group-physics", **common},
+        ],
+    }
+    lee = client.get("/api/v1/gateway/routes/lee", headers=gateway).json()
+    assert lee["fingerprints"] == [] and [p["name"] for p in lee["pods"]] == ["login"]
+
+
+@pytest.mark.usefixtures("world")
+def test_no_route_has_one_shape_and_a_reason_for_the_audit(
+    client: TestClient, gateway: dict[str, str]
+) -> None:
+    for username, reason in (("nobody", "unknown"), ("saul", "inactive")):
+        response = client.get(f"/api/v1/gateway/routes/{username}", headers=gateway)
+        assert response.status_code == 404
+        assert response.json() == {"detail": "no route", "reason": reason}
+
+
+@pytest.mark.usefixtures("world")
+def test_a_sleeping_pod_is_routed_asleep_and_a_wake_wakes_it_once(
+    client: TestClient, gateway: dict[str, str], sessions: sessionmaker[Session], cluster: FakeCluster
+) -> None:
+    long_ago = utcnow() - timedelta(hours=3)
+    cluster.replicas["login-kim"] = 0
+    with sessions.begin() as session:
+        session.add(
+            LoginWake(kind="user", name="kim", awake=False, woken_at=long_ago, last_activity=long_ago)
+        )
+    pods = client.get("/api/v1/gateway/routes/kim", headers=gateway).json()["pods"]
+    assert [(p["name"], p["awake"]) for p in pods] == [("login", False), ("physics", True)]
+
+    for _ in range(3):  # many connections at once: one write
+        response = client.post("/api/v1/gateway/wake", json={"kind": "user", "name": "kim"}, headers=gateway)
+        assert response.status_code == 200, response.text
+        assert response.json() == {"awake": True}
+    assert cluster.writes == ["login-kim"]
+    pods = client.get("/api/v1/gateway/routes/kim", headers=gateway).json()["pods"]
+    assert pods[0]["awake"] is True
+    with sessions() as session:
+        row = session.get(LoginWake, ("user", "kim"))
+        assert row is not None and row.awake and row.last_activity is not None
+        assert row.last_activity > long_ago and row.woken_at is not None and row.woken_at > long_ago
+        wakes = session.scalars(select(AuditEntry).where(AuditEntry.action == "wake")).all()
+    assert [(w.resource_type, w.resource_name, w.actor) for w in wakes] == [
+        ("gateway", "user/kim", "gateway-token")
+    ]
+
+
+@pytest.mark.usefixtures("world")
+def test_wake_of_a_pod_sup_does_not_keep_is_404(
+    client: TestClient, gateway: dict[str, str], cluster: FakeCluster
+) -> None:
+    for body in (
+        {"kind": "user", "name": "saul"},
+        {"kind": "group", "name": "chem"},
+        {"kind": "user", "name": "x"},
+    ):
+        assert client.post("/api/v1/gateway/wake", json=body, headers=gateway).status_code == 404
+    assert cluster.writes == []
+    response = client.post("/api/v1/gateway/wake", json={"kind": "group", "name": "physics"}, headers=gateway)
+    assert response.status_code == 200 and cluster.writes == []  # at one replica already
+
+
+def _heartbeat(replica: str, *sessions: tuple[str, str, str]) -> dict[str, object]:
+    return {
+        "gateway": replica,
+        "sessions": [
+            {
+                "kind": kind,
+                "name": name,
+                "username": who,
+                "since": "2026-11-24T18:00:00Z",
+                "source": "10.0.0.7:51234",
+            }
+            for kind, name, who in sessions
+        ],
+        "busy": [{"kind": "user", "name": "kim", "busy": None}],
+    }
+
+
+@pytest.mark.usefixtures("world")
+def test_heartbeats_tell_who_is_connected_until_they_go_stale(
+    client: TestClient, gateway: dict[str, str], viewer: dict[str, str], sessions: sessionmaker[Session]
+) -> None:
+    beat = _heartbeat("gw-a", ("user", "kim", "kim"), ("group", "physics", "kim"))
+    assert client.post("/api/v1/gateway/heartbeat", json=beat, headers=gateway).status_code == 204
+    beat = _heartbeat("gw-b", ("user", "lee", "lee"))
+    assert client.post("/api/v1/gateway/heartbeat", json=beat, headers=gateway).status_code == 204
+    # a newer report of gw-b replaces its last one
+    assert (
+        client.post("/api/v1/gateway/heartbeat", json=_heartbeat("gw-b"), headers=gateway).status_code == 204
+    )
+
+    listed = client.get("/api/v1/gateway/sessions", headers=viewer)
+    assert listed.status_code == 200
+    assert [(s["gateway"], s["kind"], s["name"], s["username"]) for s in listed.json()] == [
+        ("gw-a", "group", "physics", "kim"),
+        ("gw-a", "user", "kim", "kim"),
+    ]
+    assert listed.json()[0]["source"] == "10.0.0.7:51234"
+
+    with sessions.begin() as session:  # gw-a falls silent for three intervals (15 s each)
+        row = session.get(GatewayHeartbeat, "gw-a")
+        assert row is not None
+        row.at = utcnow() - timedelta(seconds=46)
+    assert client.get("/api/v1/gateway/sessions", headers=viewer).json() == []
+
+
+@pytest.mark.usefixtures("world")
+def test_events_go_to_the_audit_log(
+    client: TestClient, gateway: dict[str, str], sessions: sessionmaker[Session]
+) -> None:
+    login = {
+        "event": "login",
+        "username": "kim",
+        "fingerprint": fingerprint(KIM_KEY),
+        "source": "10.0.0.7:1",
+        "pod": "login",
+    }
+    refused = {
+        "event": "refused",
+        "username": "mallory",
+        "fingerprint": None,
+        "source": "10.0.0.9:2",
+        "reason": "unknown",
+    }
+    for body in (login, refused):
+        assert client.post("/api/v1/gateway/events", json=body, headers=gateway).status_code == 204
+    bad = {**refused, "reason": "because"}
+    assert client.post("/api/v1/gateway/events", json=bad, headers=gateway).status_code == 422
+    with sessions() as session:
+        entries = session.scalars(
+            select(AuditEntry).where(AuditEntry.resource_type == "gateway").order_by(AuditEntry.id)
+        ).all()
+    assert [(e.action, e.resource_name, e.actor) for e in entries] == [
+        ("login", "kim", "gateway-token"),
+        ("refused", "mallory", "gateway-token"),
+    ]
+    assert entries[0].after == {
+        "fingerprint": fingerprint(KIM_KEY),
+        "source": "10.0.0.7:1",
+        "reason": None,
+        "pod": "login",
+    }
+    assert KIM_KEY.split()[1] not in str(entries[0].after)
+
+
+@pytest.mark.usefixtures("world")
+def test_a_gateway_token_may_call_the_gateway_only(client: TestClient, gateway: dict[str, str]) -> None:
+    for method, path in (
+        ("GET", "/api/v1/users"),
+        ("GET", "/api/v1/users/kim"),
+        ("GET", "/api/v1/groups"),
+        ("GET", "/api/v1/audit"),
+        ("GET", "/api/v1/plan"),
+        ("GET", "/api/v1/tokens"),
+        ("GET", "/api/v1/gateway/sessions"),
+        ("GET", "/scim/v2/Users"),
+    ):
+        response = client.request(method, path, headers=gateway)
+        assert response.status_code == 403, (path, response.text)
+
+
+@pytest.mark.usefixtures("world")
+def test_only_gateway_and_admin_tokens_may_call_the_gateway(
+    client: TestClient, tokens: dict[str, str], cluster: FakeCluster
+) -> None:
+    calls = (
+        ("GET", "/api/v1/gateway/routes/kim", None),
+        ("POST", "/api/v1/gateway/wake", {"kind": "user", "name": "kim"}),
+        ("POST", "/api/v1/gateway/heartbeat", _heartbeat("gw-a")),
+        ("POST", "/api/v1/gateway/events", {"event": "refused", "username": "x", "source": "1.2.3.4:5"}),
+    )
+    for method, path, body in calls:
+        assert client.request(method, path, json=body).status_code == 401
+        for role in ("viewer", "operator", "scim"):
+            response = client.request(method, path, json=body, headers=bearer(tokens[role]))
+            assert response.status_code == 403, (role, path, response.text)
+            assert "this needs gateway" in response.json()["detail"]
+        response = client.request(method, path, json=body, headers=bearer(tokens["admin"]))
+        assert response.status_code in (200, 204), (path, response.text)
+
+
+def test_gateway_tokens_are_created_by_the_api(client: TestClient, admin: dict[str, str]) -> None:
+    response = client.post("/api/v1/tokens", json={"name": "gw", "role": "gateway"}, headers=admin)
+    assert response.status_code == 201 and response.json()["role"] == "gateway"
+    token = bearer(response.json()["token"])
+    assert client.get("/api/v1/gateway/routes/nobody", headers=token).status_code == 404
+    assert client.get("/api/v1/users", headers=token).status_code == 403

@@ -1,0 +1,114 @@
+"""The scheduled pass's sleep step on SQLite and PostgreSQL: rows made on first sight, pods held by
+sessions and busy reporters, idle ones put to sleep (and audited), rows of pods that are gone
+dropped; the planner's desired state then names the sleeping pods."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
+
+from sup.config import Settings
+from sup.domain.desired import DesiredGroup, DesiredState, DesiredUser
+from sup.domain.gateway import Route
+from sup.gateway import idle, state
+from sup.reconcile.planner import with_sleep
+from sup.store.models import AuditEntry, LoginWake, utcnow
+from tests.conftest import ACTOR
+
+
+def _user(name: str, uid: int, *, active: bool = True) -> DesiredUser:
+    return DesiredUser(
+        username=name, uid_number=uid, gid_number=uid, display_name=None, given_name=None,
+        family_name=None, email=None, home_directory=f"/home/{name}", login_shell="/bin/bash",
+        ssh_public_keys=(), active=active,
+    )  # fmt: skip
+
+
+DESIRED = DesiredState(
+    users={
+        "kim": _user("kim", 10000),
+        "saul": _user("saul", 10001),
+        "gone": _user("gone", 10002, active=False),
+    },
+    groups={"physics": DesiredGroup("physics", 5000, None, frozenset({"kim"}), private=False)},
+)
+
+
+def _rows(sessions: sessionmaker[Session]) -> dict[Route, bool]:
+    with sessions() as session:
+        return {Route(r.kind, r.name): r.awake for r in session.scalars(select(LoginWake))}  # type: ignore[arg-type]
+
+
+def _age(sessions: sessionmaker[Session], pod: Route, hours: float) -> None:
+    with sessions.begin() as session:
+        row = session.get(LoginWake, (pod.kind, pod.name))
+        assert row is not None
+        row.last_activity = utcnow() - timedelta(hours=hours)
+
+
+def test_idle_pods_sleep_and_used_ones_stay(settings: Settings, sessions: sessionmaker[Session]) -> None:
+    now = utcnow()
+    with sessions.begin() as session:
+        session.add(LoginWake(kind="user", name="left", awake=True, last_activity=now))  # no pod any more
+    with sessions.begin() as session:
+        decision = idle.sleep_idle(session, settings, DESIRED, now, ACTOR)
+    assert decision is not None and decision.sleep == frozenset()
+    kim, saul, physics = Route("user", "kim"), Route("user", "saul"), Route("group", "physics")
+    assert _rows(sessions) == {kim: True, saul: True, physics: True}  # first sight: awake
+
+    for pod in (kim, saul, physics):
+        _age(sessions, pod, hours=2)  # idle_seconds is 600
+    with sessions.begin() as session:  # kim has a session; physics' reporter says busy
+        beat = [{"kind": "user", "name": "kim", "username": "kim", "since": now.isoformat(), "source": "x"}]
+        state.record_heartbeat(
+            session, "gw-a", beat, [{"kind": "group", "name": "physics", "busy": True}], now, 15
+        )
+    with sessions.begin() as session:
+        decision = idle.sleep_idle(session, settings, DESIRED, utcnow(), ACTOR)
+    assert decision is not None and decision.sleep == {saul} and decision.in_use == {kim, physics}
+    assert _rows(sessions) == {kim: True, saul: False, physics: True}
+    with sessions() as session:
+        kim_row = session.get(LoginWake, ("user", "kim"))
+        assert kim_row is not None and kim_row.last_activity is not None
+        assert utcnow() - kim_row.last_activity < timedelta(hours=1)  # stamped in use
+        audit = session.scalars(select(AuditEntry).where(AuditEntry.action == "sleep")).all()
+    assert [(a.resource_type, a.resource_name, a.actor) for a in audit] == [("gateway", "user/saul", "test")]
+
+    desired = with_sleep(sessions, settings, DESIRED, step=False, actor=ACTOR)
+    assert desired.asleep == {saul}
+
+
+def test_nothing_sleeps_without_idle_seconds(settings: Settings, sessions: sessionmaker[Session]) -> None:
+    plain = settings.model_copy(update={"gateway": None})
+    with sessions.begin() as session:
+        session.add(LoginWake(kind="user", name="kim", awake=False))
+    with sessions.begin() as session:
+        assert idle.sleep_idle(session, plain, DESIRED, utcnow(), ACTOR) is None
+    assert with_sleep(sessions, plain, DESIRED, step=True, actor=ACTOR).asleep == frozenset()
+
+
+def test_two_first_wakes_at_once_both_succeed(
+    sessions: sessionmaker[Session], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The second of two first wakes finds the row the first made (its own read saw none)."""
+    kim = Route("user", "kim")
+    earlier = utcnow() - timedelta(minutes=5)
+    with sessions.begin() as session:
+        assert state.wake(session, kim, earlier) is False  # no row yet: awake already
+    real = state._locked
+    calls: list[int] = []
+
+    def stale_read(session: Session, pods: object = None) -> list[LoginWake]:
+        calls.append(1)
+        return [] if len(calls) == 1 else real(session, pods)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(state, "_locked", stale_read)
+    now = utcnow()
+    with sessions.begin() as session:
+        assert state.wake(session, kim, now) is False
+    with sessions() as session:
+        row = session.get(LoginWake, ("user", "kim"))
+        assert row is not None and row.awake and row.last_activity == now

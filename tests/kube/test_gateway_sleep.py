@@ -1,0 +1,85 @@
+"""Login pods that sleep, against a real kube-apiserver (docs/ssh-gateway.md, "Scale to zero"): the
+scheduled pass puts an idle owner's StatefulSet to replicas 0, a wake brings it to 1 at once, the
+pass after that writes nothing, and the home claim is never touched."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from sup.config import GatewaySettings
+from sup.domain.gateway import Route
+from sup.gateway import service
+from sup.store.audit import Actor
+from sup.store.models import LoginWake, utcnow
+from tests.kube.site import Site
+
+GATEWAY = Actor(name="gateway-token", role="gateway")
+
+
+def _replicas(site: Site, name: str) -> Any:
+    sts = site.get("workload", name)
+    assert sts is not None, f"StatefulSet {name} is missing"
+    return sts["spec"]["replicas"]
+
+
+def _idle_since(site: Site, kind: str, name: str, hours: float) -> None:
+    with site.sessions.begin() as session:
+        row = session.get(LoginWake, (kind, name))
+        assert row is not None, f"no wake state for {kind} {name}"
+        row.last_activity = utcnow() - timedelta(hours=hours)
+
+
+def _wake(site: Site, kind: str, name: str) -> bool:
+    with site.sessions.begin() as session:
+        return service.wake(session, site.settings, Route(kind, name), utcnow(), GATEWAY)  # type: ignore[arg-type]
+
+
+def test_an_idle_pod_sleeps_a_wake_brings_it_back_at_once_and_the_home_stays(site: Site) -> None:
+    site.settings = site.settings.model_copy(update={"gateway": GatewaySettings(idle_seconds=3600)})
+    site.add_user("kim")
+    site.add_user("saul")
+    site.converge()
+    # first sight: both awake, for idle_seconds from now
+    assert _replicas(site, "login-kim") == 1 and _replicas(site, "login-saul") == 1
+    home = site.get("pvc", site.home("kim"))
+    assert home is not None
+
+    _idle_since(site, "user", "kim", hours=2)
+    result = site.converge()  # and the pass after it writes nothing
+    assert [(c.action, c.kind, c.name) for c in result.changes] == [("update", "workload", "login-kim")]
+    assert _replicas(site, "login-kim") == 0 and _replicas(site, "login-saul") == 1
+
+    assert _wake(site, "user", "kim") is True
+    assert _replicas(site, "login-kim") == 1  # at once, not at the next pass
+    before = site.versions()
+    assert _wake(site, "user", "kim") is False  # idempotent: no second write
+    assert site.versions() == before
+
+    again = site.reconcile()
+    assert again.changes == [] and site.last_writes == 0
+
+    # asleep again, and woken again: the field goes back and forth between the pass and the wake
+    _idle_since(site, "user", "kim", hours=2)
+    site.converge()
+    assert _replicas(site, "login-kim") == 0
+    assert _wake(site, "user", "kim") is True and _replicas(site, "login-kim") == 1
+    again = site.reconcile()
+    assert again.changes == [] and site.last_writes == 0
+
+    after = site.get("pvc", site.home("kim"))
+    assert after is not None
+    assert after["metadata"]["uid"] == home["metadata"]["uid"]
+    assert after["metadata"]["resourceVersion"] == home["metadata"]["resourceVersion"]
+
+
+def test_without_idle_seconds_pods_never_sleep(site: Site) -> None:
+    site.settings = site.settings.model_copy(update={"gateway": GatewaySettings()})
+    site.add_user("kim")
+    site.converge()
+    with site.sessions.begin() as session:
+        session.add(
+            LoginWake(kind="user", name="kim", awake=False, last_activity=utcnow() - timedelta(days=9))
+        )
+    assert site.reconcile().changes == []
+    assert _replicas(site, "login-kim") == 1
