@@ -201,9 +201,11 @@ class Renderer:
 def _sleeping(workload: Wanted, asleep: bool) -> Wanted:
     """A login StatefulSet of a pod that sleeps has no replica; an awake one keeps the template's (1).
     Only `replicas` changes: the pod template, and so the pod woken later, is the same."""
-    if asleep:
-        workload.manifest.setdefault("spec", {})["replicas"] = 0
-    return workload
+    if not asleep:
+        return workload
+    manifest = workload.manifest  # a copy (model.Wanted): changed, then packed anew
+    manifest.setdefault("spec", {})["replicas"] = 0
+    return workload.with_manifest(manifest)
 
 
 def _fingerprint(settings: KubeSettings, search: list[str]) -> str:
