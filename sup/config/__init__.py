@@ -6,6 +6,7 @@ accounts.py   AccountPolicy (`accounts`), AccessPolicy (`access`)
 api.py        ApiSettings, RateLimit (`api`), LogSettings (`log`), OidcSettings (`oidc`),
               ScimSettings (`scim`)
 sources.py    KeycloakSettings (`keycloak`), SourcePolicy (`sources`)
+gateway.py    GatewaySettings (`gateway`: the SSH gateway, login pods' sleep)
 reconcile.py  ReconcileSettings (`reconcile`), LifecycleSettings (`lifecycle`)
 
 The targets' sections live in their packages (sup/targets/<name>/settings.py) and are composed into
@@ -22,6 +23,7 @@ from sup.config.api import (
     ScimRateLimit,
     ScimSettings,
 )
+from sup.config.gateway import GatewaySettings
 from sup.config.ids import IdPolicy
 from sup.config.reconcile import LifecycleSettings, ReconcileSettings
 from sup.config.settings import Settings, SettingsBase, load_settings
@@ -34,6 +36,7 @@ __all__ = [
     "AccessPolicy",
     "AccountPolicy",
     "ApiSettings",
+    "GatewaySettings",
     "IdPolicy",
     "IdRange",
     "KeycloakSettings",

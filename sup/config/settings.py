@@ -24,6 +24,7 @@ from pydantic_settings import (
 
 from sup.config.accounts import AccessPolicy, AccountPolicy
 from sup.config.api import ApiSettings, LogSettings, OidcSettings, ScimSettings
+from sup.config.gateway import GatewaySettings
 from sup.config.ids import IdPolicy
 from sup.config.reconcile import LifecycleSettings, ReconcileSettings
 from sup.config.sources import KeycloakSettings, SourcePolicy
@@ -55,6 +56,7 @@ class SettingsBase(BaseSettings):
     reconcile: ReconcileSettings = ReconcileSettings()
     lifecycle: LifecycleSettings = LifecycleSettings()
     scim: ScimSettings = ScimSettings()
+    gateway: GatewaySettings | None = None  # absent: no SSH gateway, login pods never sleep
 
     # The target specs this class has a section for (set by _compose).
     target_specs: ClassVar[tuple[TargetSpec[Any], ...]] = ()

@@ -1,0 +1,47 @@
+"""The SSH gateway (settings key `gateway`; docs/ssh-gateway.md, "Settings").
+
+Absent (the default): there is no gateway and login pods never sleep, everything as before. Present:
+`sup gateway` reads its keys, and SUP's own side reads `idle_seconds`, `max_awake_hours` and
+`heartbeat_seconds` (whether and when login pods sleep) and serves /api/v1/gateway/*.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from sup.common.sections import Section
+
+
+class GatewaySettings(Section):
+    listen_port: int = Field(2222, ge=1, le=65535, description="port in the container (the Service maps 22)")
+    host_key_secret: str = Field(
+        "sup-gateway-host-key", min_length=1, description="Secret holding ssh_host_ed25519_key"
+    )
+    sup_url: str | None = Field(None, description="how the gateway reaches SUP; default: in-cluster Service")
+    token_file: str | None = Field(None, description="file with the gateway's API token (role gateway)")
+    route_cache_seconds: float = Field(5, ge=0, le=300, description="how long one person's route is reused")
+    max_connections: int = Field(1000, ge=1, description="open connections per process before 'busy'")
+    max_new_per_second: float = Field(100, gt=0, description="new connections per second per process")
+    max_sessions_per_person: int = Field(20, ge=1, description="tunnels one person may hold")
+    max_auth_tries: int = Field(6, ge=1, le=100, description="keys tried per connection")
+    login_grace_seconds: float = Field(30, gt=0, le=600, description="time to authenticate")
+    wake_timeout_seconds: float = Field(60, gt=0, le=3600, description="bounded wait for a sleeping pod")
+    wake_banner: bool = Field(True, description="tell a person whose pod is asleep that it is starting")
+    idle_seconds: int | None = Field(
+        None,
+        ge=1,
+        description="idle time before a login pod sleeps (replicas 0); none: pods never sleep",
+    )
+    max_awake_hours: float | None = Field(
+        None, gt=0, description="a pod whose idle reporter is silent sleeps this long after its wake"
+    )
+    idle_port: int = Field(9101, ge=1, le=65535, description="the idle reporter's port in the login pod")
+    heartbeat_seconds: float = Field(
+        15, ge=1, le=600, description="session report interval; a replica silent for 3 is ignored"
+    )
+    workers: int = Field(2, ge=1, le=64, description="processes sharing the port")
+
+    @property
+    def sleeps(self) -> bool:
+        """Whether login pods sleep at all (`idle_seconds` set)."""
+        return self.idle_seconds is not None
