@@ -1,0 +1,69 @@
+"""`sup gateway`: run the SSH gateway (docs/ssh-gateway.md) from the `gateway` settings section."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from pathlib import Path
+
+import typer
+
+from sup.cli.common import Exit, fail, settings_or_exit
+
+
+def gateway(
+    log_level: str = typer.Option("info", "--log-level", help="log level (debug, info, warning, error)"),
+) -> None:
+    """Run the SSH gateway: people reach their login pod with `ssh -J user@gateway user@login`.
+
+    Needs the `gateway` section with sup_url, token_file (an API token of role `gateway`) and
+    host_key_file. No database: everything comes from SUP's /api/v1/gateway endpoints."""
+    from prometheus_client import start_http_server
+
+    from sup import logs
+    from sup.gateway_server import Gateway, SupApi
+    from sup.gateway_server.server import read_host_key
+
+    settings = settings_or_exit()
+    section = settings.gateway
+    if section is None:
+        fail("no `gateway` settings section: the SSH gateway is not configured", Exit.NOT_READY)
+    if not section.sup_url or not section.token_file:
+        fail("gateway.sup_url and gateway.token_file are required to run the gateway", Exit.NOT_READY)
+    try:
+        token = Path(section.token_file).read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        fail(f"cannot read gateway.token_file {section.token_file}: {exc.strerror}", Exit.NOT_READY)
+    if not token:
+        fail(f"gateway.token_file {section.token_file} is empty", Exit.NOT_READY)
+    try:
+        host_key = read_host_key(section.host_key_file)
+    except ValueError as exc:
+        fail(str(exc), Exit.NOT_READY)
+    logs.configure(settings.log.format, log_level)
+    if log_level.lower() != "debug":
+        logging.getLogger("asyncssh").setLevel(logging.WARNING)  # a line per connection otherwise
+    if section.metrics_port is not None:
+        start_http_server(section.metrics_port, addr=section.listen_host)
+
+    async def run() -> None:
+        api = SupApi(section.sup_url or "", token)
+        server = Gateway(section, api, host_key)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, stop.set)
+        try:
+            port = await server.start()
+        except OSError as exc:
+            fail(
+                f"cannot listen on {section.listen_host}:{section.listen_port}: {exc.strerror}",
+                Exit.NOT_READY,
+            )
+        logging.getLogger("sup.gateway").info("gateway listening on %s:%d", section.listen_host, port)
+        await stop.wait()
+        await server.close()
+        await api.close()
+
+    asyncio.run(run())
