@@ -5,6 +5,7 @@ What each test asserts is what a person sees on their terminal, and what SUP is 
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import threading
 from collections.abc import Callable
@@ -16,7 +17,7 @@ from prometheus_client import REGISTRY
 from tests.gateway.conftest import Person
 from tests.support.gateway_api import GatewayApiStandIn
 from tests.support.gateway_runner import RunningGateway
-from tests.support.sshd import SshClient, StandInPod
+from tests.support.sshd import SshClient, StandInPod, keygen
 
 Client = Callable[[Person, RunningGateway], SshClient]
 PERMISSION_DENIED = "Permission denied (publickey)"
@@ -308,3 +309,55 @@ def test_over_max_connections_the_gateway_is_busy(
         for connection in held:
             connection.terminate()
             connection.wait()
+
+
+def test_too_many_keys_offered_disconnects(
+    api: GatewayApiStandIn,
+    alice: Person,
+    bob: Person,
+    keys_dir: Path,
+    route_alice: Callable[..., Any],
+    make_gateway: Callable[..., RunningGateway],
+    client_for: Client,
+) -> None:
+    route_alice()
+    gateway = make_gateway(max_auth_tries=2)
+    third = keys_dir / "third"
+    if not third.exists():
+        keygen(third)
+
+    # OpenSSH offers the -i keys first, then the config's (alice's own): hers comes third.
+    result = client_for(alice, gateway).direct(
+        "-i", str(bob.key), "-i", str(third), "-p", str(gateway.port), "alice@127.0.0.1", "true"
+    )
+
+    assert result.returncode == 255
+    assert "too many authentication failures" in result.stderr
+    api.wait_for(lambda: bool(api.events))
+    assert [(e["event"], e["reason"]) for e in api.events] == [("refused", "wrong_key")]
+
+
+def _server_closes(sock: socket.socket) -> bytes:
+    """Everything the gateway sends on this socket until it closes it."""
+    received = b""
+    while chunk := sock.recv(4096):
+        received += chunk
+    return received
+
+
+def test_slow_handshakes_are_cut_and_a_flood_is_dropped_without_one(
+    make_gateway: Callable[..., RunningGateway],
+) -> None:
+    gateway = make_gateway(max_connections=1, login_grace_seconds=1)
+    address = ("127.0.0.1", gateway.port)
+    with socket.create_connection(address) as first, socket.create_connection(address) as second:
+        first.settimeout(60)
+        second.settimeout(60)
+        first.recv(64)  # the gateway's version line: both are open (one admitted, one busy)
+        second.recv(64)
+        with socket.create_connection(address) as third:
+            third.settimeout(60)
+            assert _server_closes(third) == b""  # twice the limit open: closed, no handshake at all
+        # Neither client ever answered: login_grace_seconds closes both.
+        assert not _server_closes(first).startswith(b"SSH-")
+        assert not _server_closes(second).startswith(b"SSH-")

@@ -15,6 +15,7 @@ import socket
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 from tests.support.processes import stop_process
 
@@ -54,7 +55,7 @@ def fingerprint(path: Path) -> str:
     return out.stdout.split()[1]
 
 
-def wait_listening(port: int, process: subprocess.Popen[bytes] | None = None, timeout: float = 20) -> None:
+def wait_listening(port: int, process: subprocess.Popen[Any] | None = None, timeout: float = 20) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process is not None and process.poll() is not None:
