@@ -1,10 +1,16 @@
-"""`sup gateway`: run the SSH gateway (docs/ssh-gateway.md) from the `gateway` settings section."""
+"""`sup gateway`: run the SSH gateway (docs/ssh-gateway.md) from the `gateway` settings section.
+
+With `gateway.workers` above 1 the parent binds the port and runs that many `sup gateway` children
+on it, as `sup serve --workers` does (sup/cli/workers.py: signals passed on, a child's exit stops
+all); child N serves its metrics on `metrics_port + N` (Prometheus counters are per process)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import signal
+import socket
+import sys
 from pathlib import Path
 
 import typer
@@ -12,8 +18,25 @@ import typer
 from sup.cli.common import Exit, fail, settings_or_exit
 
 
+def child_command(fd: int, index: int, log_level: str) -> list[str]:
+    return [
+        sys.executable,
+        "-c",
+        "from sup.cli import main; main()",
+        "gateway",
+        "--fd",
+        str(fd),
+        "--worker",
+        str(index),
+        "--log-level",
+        log_level,
+    ]
+
+
 def gateway(
     log_level: str = typer.Option("info", "--log-level", help="log level (debug, info, warning, error)"),
+    fd: int | None = typer.Option(None, "--fd", hidden=True, help="serve on this inherited socket"),
+    worker: int = typer.Option(0, "--worker", hidden=True, min=0, help="this child's index"),
 ) -> None:
     """Run the SSH gateway: people reach their login pod with `ssh -J user@gateway user@login`.
 
@@ -22,6 +45,7 @@ def gateway(
     from prometheus_client import start_http_server
 
     from sup import logs
+    from sup.cli import workers as supervisor
     from sup.gateway_server import Gateway, SupApi
     from sup.gateway_server.server import read_host_key
 
@@ -44,8 +68,25 @@ def gateway(
     logs.configure(settings.log.format, log_level)
     if log_level.lower() != "debug":
         logging.getLogger("asyncssh").setLevel(logging.WARNING)  # a line per connection otherwise
+    if fd is None and section.workers > 1:
+        try:
+            sock = supervisor.listen(section.listen_host, section.listen_port)
+        except OSError as exc:
+            fail(
+                f"cannot listen on {section.listen_host}:{section.listen_port}: {exc.strerror}",
+                Exit.NOT_READY,
+            )
+        raise typer.Exit(
+            supervisor.supervise(
+                sock,
+                section.workers,
+                log_level,
+                False,
+                lambda fd_, index: child_command(fd_, index, log_level),
+            )
+        )
     if section.metrics_port is not None:
-        start_http_server(section.metrics_port, addr=section.listen_host)
+        start_http_server(section.metrics_port + worker, addr=section.listen_host)
 
     async def run() -> None:
         api = SupApi(section.sup_url or "", token)
@@ -55,7 +96,7 @@ def gateway(
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, stop.set)
         try:
-            port = await server.start()
+            port = await server.start(sock=None if fd is None else socket.socket(fileno=fd))
         except OSError as exc:
             fail(
                 f"cannot listen on {section.listen_host}:{section.listen_port}: {exc.strerror}",

@@ -84,12 +84,16 @@ class Gateway:
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
-    async def start(self, host: str | None = None, port: int | None = None) -> int:
-        """Listen (host and port default to the settings; port 0 picks a free one); the port."""
+    async def start(
+        self, host: str | None = None, port: int | None = None, sock: socket.socket | None = None
+    ) -> int:
+        """Listen (host and port default to the settings; port 0 picks a free one), or accept on an
+        inherited listening `sock` (`sup gateway` with workers); the port."""
         settings = self.settings
         self._acceptor = await asyncssh.listen(
-            settings.listen_host if host is None else host,
-            settings.listen_port if port is None else port,
+            None if sock is not None else settings.listen_host if host is None else host,
+            None if sock is not None else settings.listen_port if port is None else port,
+            sock=sock,
             server_factory=lambda: GatewayConnection(self),
             server_host_keys=[self._host_key],
             public_key_auth=True,

@@ -84,7 +84,11 @@ class GatewayApiStandIn:
                 else:
                     self._answer(404, {"detail": "not found"})
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        class Server(ThreadingHTTPServer):
+            request_queue_size = 1024  # a burst of logins posts as many events at once
+            daemon_threads = True
+
+        self.server = Server(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
