@@ -184,15 +184,17 @@ class GatewayConnection(asyncssh.SSHServer):
         metrics.CONNECT_SECONDS.observe(elapsed)
         if not current.awake:
             metrics.WAKE_SECONDS.observe(elapsed)
-        ticket = gateway.tunnel_opened(current, username, self.source)
+        ticket: int | None = None
 
         def closed() -> None:
             gateway.sessions.release(username)
-            gateway.tunnel_closed(ticket)
+            if ticket is not None:
+                gateway.tunnel_closed(ticket)
             self._tunnels.discard(tunnel)
 
         tunnel = Tunnel(side, closed)
         self._tunnels.add(tunnel)
+        ticket = gateway.tunnel_opened(current, username, self.source, tunnel.buffered)
         return tunnel
 
     async def _current(self, pod: PodRoute, username: str) -> PodRoute:

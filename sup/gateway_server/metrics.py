@@ -22,3 +22,7 @@ WAKE_SECONDS = Histogram(
     buckets=(0.5, 1, 2, 3, 5, 7.5, 10, 15, 20, 30, 45, 60, 120),
 )
 RELAY_BYTES = Counter("sup_gateway_relay_bytes_total", "Bytes relayed, by direction", ["direction"])
+RELAY_BUFFERED = Gauge(
+    "sup_gateway_relay_buffered_bytes",
+    "Bytes the relay holds now, waiting for a slow side (flow control bounds it)",
+)

@@ -27,6 +27,8 @@ class PodSide(asyncio.Protocol):
     def __init__(self) -> None:
         self.transport: asyncio.Transport | None = None
         self.channel: asyncssh.SSHTCPChannel[bytes] | None = None
+        self.eof_from_pod = False
+        self.eof_from_client = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
@@ -39,9 +41,20 @@ class PodSide(asyncio.Protocol):
             self.channel.write(data)
 
     def eof_received(self) -> bool:
+        self.eof_from_pod = True
         if self.channel is not None:
             self.channel.write_eof()
-        return True  # keep our sending half open until the channel closes it
+        if self.eof_from_client:
+            self.close_both()
+        return True  # half open: the client may still send (asyncio reads no more, so no close seen)
+
+    def close_both(self) -> None:
+        """Both sides sent EOF: nothing more can pass, end the tunnel (a socket that hung up after
+        its EOF would otherwise never be noticed)."""
+        if self.transport is not None:
+            self.transport.close()
+        if self.channel is not None:
+            self.channel.close()
 
     def pause_writing(self) -> None:
         if self.channel is not None:
@@ -65,6 +78,11 @@ class Tunnel(asyncssh.SSHTCPSession[bytes]):
         self._transport = pod.transport
         self._on_close: Callable[[], None] | None = on_close
 
+    def buffered(self) -> int:
+        """Bytes waiting in the gateway, to the pod and to the client (flow control bounds them)."""
+        channel = self._pod.channel
+        return self._transport.get_write_buffer_size() + (channel.get_write_buffer_size() if channel else 0)
+
     def connection_made(self, chan: asyncssh.SSHTCPChannel[bytes]) -> None:
         self._pod.channel = chan
         if self._transport.is_closing():  # the pod hung up while the channel was being confirmed
@@ -77,8 +95,11 @@ class Tunnel(asyncssh.SSHTCPSession[bytes]):
         self._transport.write(data)
 
     def eof_received(self) -> bool:
+        self._pod.eof_from_client = True
         if self._transport.can_write_eof():
             self._transport.write_eof()
+        if self._pod.eof_from_pod:
+            self._pod.close_both()
         return True
 
     def pause_writing(self) -> None:

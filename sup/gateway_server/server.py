@@ -55,6 +55,7 @@ class OpenTunnel:
     username: str
     source: str
     since: dt.datetime
+    buffered: Callable[[], int]
 
 
 class Gateway:
@@ -81,6 +82,7 @@ class Gateway:
         self._tasks: set[asyncio.Task[None]] = set()
         self._acceptor: asyncssh.SSHAcceptor | None = None
         self._heartbeat: asyncio.Task[None] | None = None
+        metrics.RELAY_BUFFERED.set_function(self.buffered_bytes)  # one Gateway per process
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
@@ -122,11 +124,15 @@ class Gateway:
 
     # -- what the connections report ---------------------------------------------------------------
 
-    def tunnel_opened(self, pod: PodRoute, username: str, source: str) -> int:
+    def tunnel_opened(self, pod: PodRoute, username: str, source: str, buffered: Callable[[], int]) -> int:
         ticket = next(self._ids)
-        self.tunnels[ticket] = OpenTunnel(pod, username, source, dt.datetime.now(dt.UTC))
+        self.tunnels[ticket] = OpenTunnel(pod, username, source, dt.datetime.now(dt.UTC), buffered)
         metrics.SESSIONS.inc()
         return ticket
+
+    def buffered_bytes(self) -> int:
+        """Bytes the relay holds now, all tunnels together."""
+        return sum(tunnel.buffered() for tunnel in self.tunnels.values())
 
     def tunnel_closed(self, ticket: int) -> None:
         if self.tunnels.pop(ticket, None) is not None:

@@ -5,6 +5,8 @@ What each test asserts is what a person sees on their terminal, and what SUP is 
 
 from __future__ import annotations
 
+import hashlib
+import os
 import socket
 import subprocess
 import threading
@@ -15,7 +17,7 @@ from typing import Any
 from prometheus_client import REGISTRY
 
 from tests.gateway.conftest import Person
-from tests.support.gateway_api import GatewayApiStandIn
+from tests.support.gateway_api import GatewayApiStandIn, pod
 from tests.support.gateway_runner import RunningGateway
 from tests.support.sshd import SshClient, StandInPod, keygen
 
@@ -361,3 +363,92 @@ def test_slow_handshakes_are_cut_and_a_flood_is_dropped_without_one(
         # Neither client ever answered: login_grace_seconds closes both.
         assert not _server_closes(first).startswith(b"SSH-")
         assert not _server_closes(second).startswith(b"SSH-")
+
+
+def test_flow_control_holds_a_fast_sender_to_a_slow_pod(
+    api: GatewayApiStandIn,
+    alice: Person,
+    make_gateway: Callable[..., RunningGateway],
+    client_for: Client,
+) -> None:
+    """32 MiB from the client into a pod that reads 64 KiB at a time: the gateway never holds more
+    than a little of it (without flow control it would queue what the client sends faster than the
+    pod reads), and every byte arrives in order."""
+    payload = os.urandom(1 << 20) * 32
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        port = listener.getsockname()[1]
+        api.routes["alice"] = {
+            "username": "alice",
+            "fingerprints": [alice.fingerprint],
+            "pods": [pod("login", "alice", port)],
+        }
+        gateway = make_gateway()
+        client = client_for(alice, gateway)
+        sender = client.popen_bytes("-W", "login:22", "-p", str(gateway.port), "alice@127.0.0.1")
+        stdin = sender.stdin
+        assert stdin is not None
+
+        def write() -> None:
+            stdin.write(payload)
+            stdin.close()
+
+        writer = threading.Thread(target=write)
+        writer.start()
+        connection, _ = listener.accept()
+        received = hashlib.sha256()
+        total, most_held = 0, 0
+        with connection:
+            while chunk := connection.recv(65536):
+                received.update(chunk)
+                total += len(chunk)
+                most_held = max(most_held, gateway.call(gateway.gateway.buffered_bytes))
+        writer.join()
+        sender.wait()
+
+    assert total == len(payload)
+    assert received.digest() == hashlib.sha256(payload).digest()
+    assert 0 < most_held <= 1 << 20  # it did hold some: the pod was the slow side
+
+
+def test_flow_control_holds_a_fast_pod_to_a_slow_client(
+    api: GatewayApiStandIn,
+    alice: Person,
+    make_gateway: Callable[..., RunningGateway],
+    client_for: Client,
+) -> None:
+    """The other way: the pod sends 32 MiB at once, the client reads 64 KiB at a time."""
+    payload = os.urandom(1 << 20) * 32
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        port = listener.getsockname()[1]
+        api.routes["alice"] = {
+            "username": "alice",
+            "fingerprints": [alice.fingerprint],
+            "pods": [pod("login", "alice", port)],
+        }
+        gateway = make_gateway()
+        client = client_for(alice, gateway)
+        receiver = client.popen_reader("-W", "login:22", "-p", str(gateway.port), "alice@127.0.0.1")
+
+        def send() -> None:
+            connection, _ = listener.accept()
+            with connection:
+                connection.sendall(payload)
+                connection.shutdown(socket.SHUT_WR)
+                while connection.recv(65536):  # until the client's EOF
+                    pass
+
+        sender = threading.Thread(target=send)
+        sender.start()
+        assert receiver.stdout is not None
+        received = hashlib.sha256()
+        total, most_held = 0, 0
+        while chunk := os.read(receiver.stdout.fileno(), 65536):
+            received.update(chunk)
+            total += len(chunk)
+            most_held = max(most_held, gateway.call(gateway.gateway.buffered_bytes))
+        sender.join()
+        receiver.wait()
+
+    assert total == len(payload)
+    assert received.digest() == hashlib.sha256(payload).digest()
+    assert 0 < most_held <= 1 << 20

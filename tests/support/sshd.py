@@ -157,6 +157,18 @@ class SshClient:
             text=True,
         )
 
+    def popen_bytes(self, *argv: str) -> subprocess.Popen[bytes]:
+        """`ssh -F config ARGV` with a binary stdin to write to."""
+        return subprocess.Popen(
+            ["ssh", "-F", str(self.config), *argv], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL
+        )
+
+    def popen_reader(self, *argv: str) -> subprocess.Popen[bytes]:
+        """`ssh -F config ARGV` with no input and a binary stdout to read from."""
+        return subprocess.Popen(
+            ["ssh", "-F", str(self.config), *argv], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE
+        )
+
     def scp(self, user: str, *paths: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             ["scp", "-F", str(self.config), "-J", self.jump(user), *paths],
