@@ -67,7 +67,8 @@ def gateway(
         fail(str(exc), Exit.NOT_READY)
     logs.configure(settings.log.format, log_level)
     if log_level.lower() != "debug":
-        logging.getLogger("asyncssh").setLevel(logging.WARNING)  # a line per connection otherwise
+        for chatty in ("asyncssh", "httpx"):  # a line per connection or request otherwise
+            logging.getLogger(chatty).setLevel(logging.WARNING)
     if fd is None and section.workers > 1:
         try:
             sock = supervisor.listen(section.listen_host, section.listen_port)

@@ -62,7 +62,7 @@ class GatewayConnection(asyncssh.SSHServer):
         self.username: str | None = None
         self._lookup: PersonRoute | NoRoute | None = None
         self._tried: set[str] = set()
-        self.fingerprint: str | None = None
+        self.fingerprint: str | None = None  # the key that authenticated, or the last one offered
         self.authenticated = False
         self._bannered = False
         self._tunnels: set[Tunnel] = set()
@@ -111,12 +111,13 @@ class GatewayConnection(asyncssh.SSHServer):
     def validate_public_key(self, username: str, key: asyncssh.SSHKey) -> bool:
         fingerprint = key.get_fingerprint("sha256")
         self._tried.add(fingerprint)
+        if not self.authenticated:
+            self.fingerprint = fingerprint
         if len(self._tried) > self._gateway.settings.max_auth_tries:
             raise asyncssh.DisconnectError(asyncssh.DISC_NO_MORE_AUTH_METHODS_AVAILABLE, texts.TOO_MANY_KEYS)
         lookup = self._lookup
         if not isinstance(lookup, PersonRoute) or fingerprint not in lookup.fingerprints:
             return False
-        self.fingerprint = fingerprint
         if (
             self._gateway.settings.wake_banner
             and not self._bannered

@@ -152,8 +152,8 @@ def test_another_persons_key_is_refused(
     assert PERMISSION_DENIED in result.stderr
     assert "Starting your login pod" not in result.stderr  # no banner for a key that is not hers
     api.wait_for(lambda: any(e["event"] == "refused" for e in api.events))
-    assert [(e["event"], e["username"], e["reason"]) for e in api.events] == [
-        ("refused", "alice", "wrong_key")
+    assert [(e["event"], e["username"], e["reason"], e["fingerprint"]) for e in api.events] == [
+        ("refused", "alice", "wrong_key", bob.fingerprint)  # the key offered, for the audit log
     ]
     assert api.wakes == []
     assert metric("sup_gateway_refusals_total", reason="wrong_key") == before + 1
