@@ -199,10 +199,16 @@ class GatewayConnection(asyncssh.SSHServer):
         return tunnel
 
     async def _current(self, pod: PodRoute, username: str) -> PodRoute:
-        """The pod as SUP sees it now (awake or not), within the route cache's time."""
+        """The pod as SUP sees it now (awake or not), within the route cache's time. A person
+        suspended, or no longer a member, since this connection logged in opens no new tunnel."""
         try:
             lookup = await self._gateway.routes.get(username)
         except SupUnavailable:
-            return pod
+            return pod  # SUP unreachable: the route this connection logged in with still holds
         fresh = lookup.pod(pod.name) if isinstance(lookup, PersonRoute) else None
-        return fresh or pod
+        if fresh is None:
+            self._refused("no_such_pod", pod=pod.name)
+            raise asyncssh.ChannelOpenError(
+                asyncssh.OPEN_ADMINISTRATIVELY_PROHIBITED, texts.no_such_pod(pod.name)
+            )
+        return fresh

@@ -452,3 +452,43 @@ def test_flow_control_holds_a_fast_pod_to_a_slow_client(
     assert total == len(payload)
     assert received.digest() == hashlib.sha256(payload).digest()
     assert 0 < most_held <= 1 << 20
+
+
+def test_a_suspension_stops_new_tunnels_on_a_connection_already_in(
+    api: GatewayApiStandIn,
+    alice: Person,
+    stand_in_pod: StandInPod,
+    route_alice: Callable[..., Any],
+    make_gateway: Callable[..., RunningGateway],
+    client_for: Client,
+    tmp_path: Path,
+) -> None:
+    """One outer connection (OpenSSH's ControlMaster) opens a tunnel, the person is suspended, the
+    next tunnel on the same connection is refused."""
+    route_alice()
+    stand_in_pod.start()
+    gateway = make_gateway(route_cache_seconds=0)
+    client = client_for(alice, gateway)
+    control = ["-o", f"ControlPath={tmp_path / 'control'}", "-p", str(gateway.port), "alice@127.0.0.1"]
+    master = client.popen("-o", "ControlMaster=yes", "-N", *control)
+    try:
+        api.wait_for(lambda: any(e["event"] == "login" for e in api.events))
+        probe = ["-o", "ControlMaster=no", "-W", "login:22", *control]
+        before = client.direct(*probe, stdin="")
+        assert before.stdout.startswith("SSH-2.0-OpenSSH")  # the pod's sshd, through the master
+
+        del api.routes["alice"]
+        api.refusal_reasons["alice"] = "inactive"
+        after = client.direct(*probe, stdin="")
+
+        assert after.returncode == 255
+        assert "open refused" in after.stderr  # through a master, OpenSSH prints no reason
+        assert not after.stdout.startswith("SSH-2.0-")
+        api.wait_for(lambda: any(e["event"] == "refused" for e in api.events))
+        assert [(e["reason"], e["pod"]) for e in api.events if e["event"] == "refused"] == [
+            ("no_such_pod", "login")
+        ]
+        assert master.poll() is None
+    finally:
+        master.terminate()
+        master.wait()

@@ -178,10 +178,13 @@ class SshClient:
             check=False,
         )
 
-    def direct(self, *argv: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:
-        """`ssh -F config ARGV` (no jump)."""
+    def direct(
+        self, *argv: str, timeout: float = 90, stdin: str | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        """`ssh -F config ARGV` (no jump); `stdin` as its input, if given."""
         return subprocess.run(
             ["ssh", "-F", str(self.config), *argv],
+            input=stdin,
             capture_output=True,
             text=True,
             timeout=timeout,
