@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from sup import __version__
-from sup.cli import db, identities, reconcile, sync, tokens, transfer
+from sup.cli import db, gateway, identities, reconcile, sync, tokens, transfer
 from sup.cli.common import Exit, context, fail
 from sup.cli.sssd import sssd_config
 
@@ -28,6 +28,7 @@ app.command()(reconcile.reconcile)
 app.command(name="sssd-config")(sssd_config)
 app.command(name="import")(transfer.import_)
 app.command()(transfer.export)
+app.command()(gateway.gateway)
 
 
 @app.command()

@@ -62,8 +62,17 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child between 
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
-def supervise(sock: socket.socket, workers: int, log_level: str, reconciler: bool) -> int:
-    """Run `workers` children on `sock` until a signal or a child's exit; the exit code to return."""
+def supervise(
+    sock: socket.socket,
+    workers: int,
+    log_level: str,
+    reconciler: bool,
+    command: Callable[[int, int], list[str]] | None = None,
+) -> int:
+    """Run `workers` children on `sock` until a signal or a child's exit; the exit code to return.
+
+    `command(fd, index)` is each child's argv (default: `sup serve --fd FD`; `sup gateway` passes its
+    own)."""
     stopping: list[int] = []
 
     def on_signal(signum: int, _: FrameType | None) -> None:
@@ -75,10 +84,14 @@ def supervise(sock: socket.socket, workers: int, log_level: str, reconciler: boo
     children: list[subprocess.Popen[bytes]] = []
     try:
         for index in range(workers):
-            command = worker_command(sock.fileno(), log_level, reconciler and index == 0)
+            argv = (
+                command(sock.fileno(), index)
+                if command is not None
+                else worker_command(sock.fileno(), log_level, reconciler and index == 0)
+            )
             children.append(
                 subprocess.Popen(  # noqa: S603 - this interpreter running SUP itself
-                    command, pass_fds=(sock.fileno(),), preexec_fn=_die_with_parent
+                    argv, pass_fds=(sock.fileno(),), preexec_fn=_die_with_parent
                 )
             )
         sock.close()  # the children hold it now

@@ -7,7 +7,7 @@ Absent (the default): there is no gateway and login pods never sleep, everything
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from sup.common.sections import Section
 
@@ -40,6 +40,40 @@ class GatewaySettings(Section):
         15, ge=1, le=600, description="session report interval; a replica silent for 3 is ignored"
     )
     workers: int = Field(2, ge=1, le=64, description="processes sharing the port")
+    # The server's own keys (`sup gateway`).
+    listen_host: str = Field("0.0.0.0", min_length=1, description="address `sup gateway` listens on")  # noqa: S104
+    host_key_file: str = Field(
+        "/etc/sup/gateway/ssh_host_ed25519_key",
+        min_length=1,
+        description="the gateway's host key (the chart mounts the host_key_secret Secret here)",
+    )
+    pod_address: str = Field(
+        "{service}.{namespace}.svc",
+        min_length=1,
+        description="host a login pod is reached at; {service}, {namespace}, {name}, {kind} are filled in",
+    )
+    public_host: str | None = Field(
+        None,
+        description="the gateway's address as people type it, for the help text (e.g. login.cluster.example)",
+    )
+    metrics_port: int | None = Field(
+        9102,
+        ge=1,
+        le=65535,
+        description="Prometheus /metrics port of `sup gateway`; none: no metrics endpoint",
+    )
+
+    @field_validator("pod_address")
+    @classmethod
+    def _known_fields(cls, value: str) -> str:
+        """A typo in the template fails at start, not at the first connection."""
+        try:
+            value.format(service="s", namespace="n", name="p", kind="user")
+        except (KeyError, IndexError, ValueError) as exc:
+            raise ValueError(
+                f"pod_address may use {{service}}, {{namespace}}, {{name}}, {{kind}} only: {exc}"
+            ) from None
+        return value
 
     @property
     def sleeps(self) -> bool:

@@ -1,47 +1,120 @@
-"""Fixtures for SUP's side of the SSH gateway: a site with the Kubernetes target and a `gateway`
-section (on SQLite and PostgreSQL, as tests/api), and the Kubernetes wake replaced by a recorder."""
+"""Fixtures of the SSH gateway tests: a stand-in SUP API, real sshd "login pods", people's keys, and
+the gateway run in process (tests/support/gateway_runner.py)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import pytest
 
-from sup.config import Settings
-from sup.targets.kube import wake as kube_wake
-from sup.targets.kube.settings import KubeSettings
+from tests.support.gateway_api import GatewayApiStandIn, pod
+from tests.support.gateway_runner import RunningGateway, write_host_key
+from tests.support.ports import free_port
+from tests.support.sshd import (
+    SshClient,
+    SshdUnavailable,
+    StandInPod,
+    find_client,
+    find_sshd,
+    fingerprint,
+    keygen,
+)
 
-NAMESPACE = "logins"
+
+@dataclass(frozen=True)
+class Person:
+    name: str
+    key: Path
+    public: str
+    fingerprint: str
+
+
+@pytest.fixture(scope="session")
+def openssh() -> None:
+    try:
+        find_sshd()
+        find_client()
+    except SshdUnavailable as exc:
+        pytest.skip(str(exc))
+
+
+@pytest.fixture(scope="session")
+def keys_dir(tmp_path_factory: pytest.TempPathFactory, openssh: None) -> Path:
+    return tmp_path_factory.mktemp("gateway-keys")
+
+
+def _person(directory: Path, name: str) -> Person:
+    key = directory / name
+    public = keygen(key, f"{name}@test")
+    return Person(name, key, public, fingerprint(Path(f"{key}.pub")))
+
+
+@pytest.fixture(scope="session")
+def alice(keys_dir: Path) -> Person:
+    return _person(keys_dir, "alice")
+
+
+@pytest.fixture(scope="session")
+def bob(keys_dir: Path) -> Person:
+    return _person(keys_dir, "bob")
+
+
+@pytest.fixture(scope="session")
+def host_key(keys_dir: Path) -> Path:
+    return write_host_key(keys_dir / "gateway_host_key")
 
 
 @pytest.fixture
-def settings(database_url: str) -> Settings:
-    return Settings(
-        database_url=database_url,
-        kube={"namespace": NAMESPACE, "kubeconfig": "/nonexistent", "group_pods": ["physics"]},
-        gateway={"idle_seconds": 600},
-    )
-
-
-@dataclass
-class FakeCluster:
-    """The StatefulSets' replicas (one unless a test says otherwise, as a pass renders them awake)
-    and what a wake wrote: like the real wake, it writes only to a StatefulSet not at one."""
-
-    replicas: dict[str, int] = field(default_factory=dict)
-    writes: list[str] = field(default_factory=list)
-
-    def wake_login(self, settings: KubeSettings, kind: str, name: str) -> bool:
-        workload = ("login-" if kind == "user" else "group-") + name
-        if self.replicas.get(workload, 1) == 1:
-            return False
-        self.replicas[workload] = 1
-        self.writes.append(workload)
-        return True
+def api() -> Iterator[GatewayApiStandIn]:
+    stand_in = GatewayApiStandIn().start()
+    yield stand_in
+    stand_in.stop()
 
 
 @pytest.fixture
-def cluster(monkeypatch: pytest.MonkeyPatch) -> FakeCluster:
-    fake = FakeCluster()
-    monkeypatch.setattr(kube_wake, "wake_login", fake.wake_login)
-    return fake
+def stand_in_pod(tmp_path: Path, alice: Person) -> Iterator[StandInPod]:
+    """Alice's login pod: sshd admitting her key, not started (a test starts it, or a wake does)."""
+    server = StandInPod(tmp_path / "pod-alice", free_port(), [alice.public])
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def route_alice(
+    api: GatewayApiStandIn, alice: Person, stand_in_pod: StandInPod
+) -> Callable[..., dict[str, Any]]:
+    """Put alice's route in the stand-in API: her own pod (awake unless told) and any group pods."""
+
+    def put(*, awake: bool = True, groups: tuple[str, ...] = ()) -> dict[str, Any]:
+        pods = [pod("login", "alice", stand_in_pod.port, awake=awake)]
+        pods += [pod(group, group, stand_in_pod.port, kind="group") for group in groups]
+        route = {"username": "alice", "fingerprints": [alice.fingerprint], "pods": pods}
+        api.routes["alice"] = route
+        return route
+
+    return put
+
+
+@pytest.fixture
+def make_gateway(api: GatewayApiStandIn, host_key: Path) -> Iterator[Callable[..., RunningGateway]]:
+    started: list[RunningGateway] = []
+
+    def make(**settings: Any) -> RunningGateway:
+        gateway = RunningGateway(api.url, host_key, **settings)
+        started.append(gateway)
+        return gateway
+
+    yield make
+    for gateway in started:
+        gateway.stop()
+
+
+@pytest.fixture
+def client_for(tmp_path: Path) -> Callable[[Person, RunningGateway], SshClient]:
+    def make(person: Person, gateway: RunningGateway) -> SshClient:
+        return SshClient(tmp_path, person.key, gateway.port)
+
+    return make

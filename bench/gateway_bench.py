@@ -1,0 +1,218 @@
+"""The SSH gateway (issue 18): what a hop through `sup gateway` costs, how many sessions it holds,
+how many new connections per second it takes.
+
+    .venv/bin/python bench/gateway_bench.py [--samples 40] [--sessions 100] [--seconds 10] [--clients 4]
+
+Starts, as tests/gateway does: a stand-in of SUP's /api/v1/gateway (tests/support/gateway_api.py),
+a real sshd on loopback as the login pod (tests/support/sshd.py), and `sup gateway` as its own
+process (so its CPU time and memory are its own, read from /proc). Then, with OpenSSH's client:
+  (a) connection latency, `ssh root@pod true` direct vs `ssh -J alice@gateway root@login true`,
+      alternating, `--samples` each: median and p95, and the difference;
+  (b) `--sessions` sessions held at once through the gateway (`ssh -J ... sleep`): the gateway's
+      resident memory before and after, its CPU time to set them up, and one more connection's
+      latency while they are held;
+  (c) new connections per second: `--clients` loops of `ssh alice@gateway` (key exchange, publickey
+      auth, a session channel answered with the help text) for `--seconds`: the rate reached and
+      the gateway's CPU time per connection (the OpenSSH clients, not the gateway, use most of the
+      CPU here: the rate is what this machine's clients reach, the CPU per connection is the
+      gateway's own);
+  (d) bulk copy: `--megabytes` through one tunnel (`ssh -J ... cat > /dev/null`), the rate and the
+      gateway's peak memory (flow control keeps it flat).
+Not a test: nothing here asserts a time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.support.cli import sup_env, sup_executable
+from tests.support.gateway_api import TOKEN, GatewayApiStandIn, pod
+from tests.support.gateway_runner import write_host_key
+from tests.support.ports import free_port
+from tests.support.sshd import SshClient, StandInPod, fingerprint, keygen, wait_listening
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def p95(samples: list[float]) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime + stime
+
+
+def rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def hwm_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def timed(argv: list[str]) -> float:
+    started = time.perf_counter()
+    subprocess.run(argv, check=True, capture_output=True, timeout=120)  # noqa: S603 - OpenSSH's client
+    return time.perf_counter() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--samples", type=int, default=40)
+    parser.add_argument("--sessions", type=int, default=100)
+    parser.add_argument("--seconds", type=float, default=10)
+    parser.add_argument("--clients", type=int, default=4)
+    parser.add_argument("--megabytes", type=int, default=200)
+    args = parser.parse_args()
+
+    work = Path(tempfile.mkdtemp(prefix="gateway-bench-"))
+    public = keygen(work / "alice")
+    api = GatewayApiStandIn().start()
+    login = StandInPod(work / "pod", free_port(), [public])
+    login.start()
+    api.routes["alice"] = {
+        "username": "alice",
+        "fingerprints": [fingerprint(work / "alice.pub")],
+        "pods": [pod("login", "alice", login.port)],
+    }
+    token = work / "token"
+    token.write_text(TOKEN)
+    port = free_port()
+    env = sup_env(
+        SUP_GATEWAY__SUP_URL=api.url,
+        SUP_GATEWAY__TOKEN_FILE=str(token),
+        SUP_GATEWAY__HOST_KEY_FILE=str(write_host_key(work / "host_key")),
+        SUP_GATEWAY__LISTEN_HOST="127.0.0.1",
+        SUP_GATEWAY__LISTEN_PORT=str(port),
+        SUP_GATEWAY__METRICS_PORT=str(free_port()),
+        SUP_GATEWAY__POD_ADDRESS="127.0.0.1",
+        SUP_GATEWAY__MAX_SESSIONS_PER_PERSON=str(args.sessions + 10),
+        SUP_GATEWAY__MAX_NEW_PER_SECOND="1000",
+        SUP_GATEWAY__WORKERS="1",  # one process: its CPU and memory are what is reported
+        SUP_LOG__FORMAT="text",
+    )
+    gateway = subprocess.Popen([sup_executable(), "gateway", "--log-level", "warning"], env=env)  # noqa: S603
+    held: list[subprocess.Popen[str]] = []
+    try:
+        wait_listening(port, gateway)
+        client = SshClient(work, work / "alice", port)
+        ssh = ["ssh", "-F", str(client.config)]
+        direct = [*ssh, "-p", str(login.port), "root@127.0.0.1", "true"]
+        through = [*ssh, "-J", client.jump("alice"), "root@login", "true"]
+        timed(direct), timed(through)  # known_hosts filled, caches warm
+        print(f"gateway pid {gateway.pid}: {rss_mib(gateway.pid):.0f} MiB resident at start")
+
+        # (a) latency
+        direct_s, through_s = [], []
+        for _ in range(args.samples):
+            direct_s.append(timed(direct))
+            through_s.append(timed(through))
+        md, mt = statistics.median(direct_s), statistics.median(through_s)
+        print(
+            f"(a) connect+auth+`true`, {args.samples} each: direct median {md * 1000:.0f} ms p95 "
+            f"{p95(direct_s) * 1000:.0f} ms; through the gateway median {mt * 1000:.0f} ms p95 "
+            f"{p95(through_s) * 1000:.0f} ms; overhead median {(mt - md) * 1000:.0f} ms"
+        )
+
+        # (b) sessions held
+        rss0, cpu0 = rss_mib(gateway.pid), cpu_seconds(gateway.pid)
+        started = time.perf_counter()
+        for _ in range(args.sessions):
+            held.append(client.popen("-J", client.jump("alice"), "root@login", "echo ready; exec sleep 3600"))
+        for session in held:
+            assert session.stdout is not None
+            if session.stdout.readline() != "ready\n":
+                raise SystemExit(f"a held session failed: {session.stderr.read() if session.stderr else ''}")
+        ramp = time.perf_counter() - started
+        rss1, cpu1 = rss_mib(gateway.pid), cpu_seconds(gateway.pid)
+        extra = [timed(through) for _ in range(5)]
+        print(
+            f"(b) {args.sessions} sessions held (opened in {ramp:.1f} s): "
+            f"gateway {rss0:.0f} -> {rss1:.0f} MiB "
+            f"({(rss1 - rss0) * 1024 / args.sessions:.0f} KiB each), {cpu1 - cpu0:.2f} s CPU "
+            f"({(cpu1 - cpu0) * 1000 / args.sessions:.1f} ms each); one more connection meanwhile: "
+            f"median {statistics.median(extra) * 1000:.0f} ms"
+        )
+        for session in held:
+            session.terminate()
+        for session in held:
+            session.wait()
+        held.clear()
+
+        # (c) new connections per second (a session channel: the help text, exit 1)
+        plain = [*ssh, "-p", str(port), "alice@127.0.0.1", "true"]
+        counts = [0] * args.clients
+        deadline = time.perf_counter() + args.seconds
+
+        def loop(index: int) -> None:
+            while time.perf_counter() < deadline:
+                subprocess.run(plain, capture_output=True, timeout=120, check=False)  # noqa: S603
+                counts[index] += 1
+
+        cpu0 = cpu_seconds(gateway.pid)
+        threads = [threading.Thread(target=loop, args=(i,)) for i in range(args.clients)]
+        started = time.perf_counter()
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        elapsed = time.perf_counter() - started
+        total = sum(counts)
+        cpu = cpu_seconds(gateway.pid) - cpu0
+        print(
+            f"(c) {total} connections in {elapsed:.1f} s from {args.clients} client loops: "
+            f"{total / elapsed:.0f}/s; "
+            f"gateway CPU {cpu:.2f} s ({cpu * 1000 / total:.1f} ms per connection, "
+            f"so one core would take about {total / cpu:.0f}/s)"
+        )
+
+        # (d) bulk copy through one tunnel
+        cpu0 = cpu_seconds(gateway.pid)
+        started = time.perf_counter()
+        with subprocess.Popen(  # noqa: S603 - OpenSSH's client
+            [*ssh, "-J", client.jump("alice"), "root@login", "cat > /dev/null"], stdin=subprocess.PIPE
+        ) as copy:
+            assert copy.stdin is not None
+            block = os.urandom(1 << 20)
+            for _ in range(args.megabytes):
+                copy.stdin.write(block)
+            copy.stdin.close()
+            copy.wait()
+        elapsed = time.perf_counter() - started
+        cpu = cpu_seconds(gateway.pid) - cpu0
+        print(
+            f"(d) {args.megabytes} MiB through one tunnel in {elapsed:.1f} s "
+            f"({args.megabytes / elapsed:.0f} MiB/s, gateway CPU {cpu:.2f} s); "
+            f"gateway peak resident {hwm_mib(gateway.pid):.0f} MiB over the whole run"
+        )
+    finally:
+        for session in held:
+            session.kill()
+        gateway.terminate()
+        gateway.wait()
+        login.stop()
+        api.stop()
+
+
+if __name__ == "__main__":
+    main()

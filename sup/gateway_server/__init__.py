@@ -1,0 +1,20 @@
+"""`sup gateway`: the SSH jump host in front of the login pods (docs/ssh-gateway.md).
+
+routes.py      what SUP says a person may reach (GET /api/v1/gateway/routes/{username}), cached per person
+limits.py      admission (max_connections, max_new_per_second), tunnels per person, refusal events per source
+relay.py       a `direct-tcpip` channel relayed to a login pod's sshd, with flow control both ways
+texts.py       what a person sees: help on a session channel, banner, open failures, "gateway busy"
+connection.py  one SSH connection: publickey only, the route, channel opens
+server.py      the listening gateway: host key, shared state, heartbeats, start and stop
+metrics.py     Prometheus metrics
+
+It holds no Kubernetes credential and no person's private key: only its host key and a SUP API token
+of role `gateway`.
+"""
+
+from __future__ import annotations
+
+from sup.gateway_server.routes import NoRoute, PersonRoute, PodRoute, SupApi
+from sup.gateway_server.server import Gateway, PodAddress, template_address
+
+__all__ = ["Gateway", "NoRoute", "PersonRoute", "PodAddress", "PodRoute", "SupApi", "template_address"]

@@ -1,0 +1,212 @@
+"""What SUP says a person may reach through the gateway, and the gateway's other calls to SUP.
+
+The contract is SUP's /api/v1/gateway/* (docs/ssh-gateway.md): `GET routes/{username}` answers the
+person's key fingerprints and login pods, or 404 for anyone who may not pass (unknown, inactive, not
+provisioned, no pod: the gateway treats all of them as an empty key set, so every key fails the same
+way). `RouteCache` keeps one answer per person for `route_cache_seconds`, so a burst of connections by
+one person costs one request, and a suspension holds at the edge within that time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+from urllib.parse import quote
+
+import httpx
+
+log = logging.getLogger(__name__)
+
+MAX_USERNAME = 256  # longer names are not asked about: nobody has one
+CACHE_ENTRIES = 10_000  # a scan with many names must not grow the cache without bound
+
+
+class SupUnavailable(Exception):
+    """SUP did not answer as the contract says (down, 5xx, a malformed body)."""
+
+
+@dataclass(frozen=True)
+class PodRoute:
+    """A login pod the person may be tunnelled to: `name` is what the client asks for (`login` or a
+    group's name); `service`, `namespace`, `port` locate its Service."""
+
+    name: str
+    kind: Literal["user", "group"]
+    owner: str
+    service: str
+    namespace: str
+    port: int
+    awake: bool
+
+
+@dataclass(frozen=True)
+class PersonRoute:
+    username: str
+    fingerprints: frozenset[str]
+    pods: tuple[PodRoute, ...]  # own pod first
+
+    def pod(self, name: str) -> PodRoute | None:
+        return next((pod for pod in self.pods if pod.name == name), None)
+
+
+@dataclass(frozen=True)
+class NoRoute:
+    """Nobody may pass as this username; `reason` (SUP's RefusalReason value) is for the audit call
+    and the metrics, never for the client."""
+
+    reason: str
+
+
+Lookup = PersonRoute | NoRoute
+
+
+class GatewayApi(Protocol):
+    async def route(self, username: str) -> Lookup: ...
+    async def wake(self, pod: PodRoute) -> None: ...
+    async def event(self, body: dict[str, Any]) -> None: ...
+    async def heartbeat(self, body: dict[str, Any]) -> None: ...
+
+
+def parse_route(body: Any) -> PersonRoute:
+    """The 200 body of the routes endpoint; SupUnavailable if it is not the contract's shape."""
+    try:
+        pods = tuple(
+            PodRoute(
+                name=str(pod["name"]),
+                kind="group" if pod["kind"] == "group" else "user",
+                owner=str(pod["owner"]),
+                service=str(pod["service"]),
+                namespace=str(pod["namespace"]),
+                port=int(pod["port"]),
+                awake=bool(pod["awake"]),
+            )
+            for pod in body["pods"]
+        )
+        return PersonRoute(str(body["username"]), frozenset(str(f) for f in body["fingerprints"]), pods)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise SupUnavailable(f"routes answer malformed: {type(exc).__name__}") from None
+
+
+class SupApi:
+    """SUP's gateway endpoints over HTTP, with a bearer token of role `gateway` (never logged)."""
+
+    def __init__(
+        self,
+        base_url: str,
+        token: str,
+        *,
+        timeout: float = 10,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self._client = httpx.AsyncClient(
+            base_url=base_url.rstrip("/") + "/api/v1/gateway",
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=timeout,
+            transport=transport,
+        )
+
+    async def close(self) -> None:
+        await self._client.aclose()
+
+    async def _send(self, method: str, path: str, body: dict[str, Any] | None = None) -> httpx.Response:
+        try:
+            return await self._client.request(method, path, json=body)
+        except httpx.HTTPError as exc:
+            raise SupUnavailable(f"{method} {path}: {type(exc).__name__}") from None
+
+    async def route(self, username: str) -> Lookup:
+        if not username or len(username) > MAX_USERNAME:
+            return NoRoute("unknown")
+        response = await self._send("GET", f"/routes/{quote(username, safe='')}")
+        if response.status_code == 404:
+            try:
+                reason = str(response.json().get("reason") or "unknown")
+            except ValueError:
+                reason = "unknown"
+            return NoRoute(reason)
+        if response.status_code != 200:
+            raise SupUnavailable(f"routes answered {response.status_code}")
+        try:
+            body = response.json()
+        except ValueError:
+            raise SupUnavailable("routes answer is not JSON") from None
+        return parse_route(body)
+
+    async def wake(self, pod: PodRoute) -> None:
+        response = await self._send("POST", "/wake", {"kind": pod.kind, "name": pod.owner})
+        if response.status_code != 200:
+            raise SupUnavailable(f"wake answered {response.status_code}")
+
+    async def event(self, body: dict[str, Any]) -> None:
+        response = await self._send("POST", "/events", body)
+        if response.status_code >= 300:
+            raise SupUnavailable(f"events answered {response.status_code}")
+
+    async def heartbeat(self, body: dict[str, Any]) -> None:
+        response = await self._send("POST", "/heartbeat", body)
+        if response.status_code >= 300:
+            raise SupUnavailable(f"heartbeat answered {response.status_code}")
+
+
+class RouteCache:
+    """One route lookup per person per `seconds`; concurrent lookups of one name share one request.
+
+    A failed lookup (SupUnavailable) is not cached: the next connection asks again."""
+
+    def __init__(
+        self,
+        fetch: Callable[[str], Awaitable[Lookup]],
+        seconds: float,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        max_entries: int = CACHE_ENTRIES,
+    ) -> None:
+        self._fetch = fetch
+        self._seconds = seconds
+        self._clock = clock
+        self._max_entries = max_entries
+        self._entries: dict[str, tuple[float, Lookup]] = {}
+        self._pending: dict[str, asyncio.Future[Lookup]] = {}
+
+    async def get(self, username: str) -> Lookup:
+        now = self._clock()
+        entry = self._entries.get(username)
+        if entry is not None and entry[0] > now:
+            return entry[1]
+        pending = self._pending.get(username)
+        if pending is not None:
+            return await asyncio.shield(pending)
+        future: asyncio.Future[Lookup] = asyncio.get_running_loop().create_future()
+        self._pending[username] = future
+        try:
+            result = await self._fetch(username)
+        except Exception as exc:
+            future.set_exception(exc)
+            future.exception()  # retrieved here: waiters get it too, no "never retrieved" warning
+            raise
+        except BaseException:
+            future.cancel()
+            raise
+        finally:
+            del self._pending[username]
+        future.set_result(result)
+        self._store(username, result)
+        return result
+
+    def forget(self, username: str) -> None:
+        """Drop one person's answer (after a wake: the next connection must see the pod awake)."""
+        self._entries.pop(username, None)
+
+    def _store(self, username: str, result: Lookup) -> None:
+        if self._seconds <= 0:
+            return
+        now = self._clock()
+        if len(self._entries) >= self._max_entries:
+            self._entries = {name: entry for name, entry in self._entries.items() if entry[0] > now}
+            if len(self._entries) >= self._max_entries:
+                self._entries.pop(next(iter(self._entries)))
+        self._entries[username] = (now + self._seconds, result)

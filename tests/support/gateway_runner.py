@@ -1,0 +1,66 @@
+"""`sup gateway`'s server run in process, on its own event loop in a thread, for the tests."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any, TypeVar
+
+import asyncssh
+
+from sup.config.gateway import GatewaySettings
+from sup.gateway_server import Gateway, PodRoute, SupApi
+from tests.support.gateway_api import TOKEN
+
+T = TypeVar("T")
+
+
+def loopback(pod: PodRoute) -> tuple[str, int]:
+    """Every pod on 127.0.0.1 at the route's port (the stand-in pods' sshd)."""
+    return "127.0.0.1", pod.port
+
+
+def write_host_key(path: Path) -> Path:
+    asyncssh.generate_private_key("ssh-ed25519").write_private_key(str(path))
+    return path
+
+
+class RunningGateway:
+    def __init__(self, api_url: str, host_key: Path, **settings: Any) -> None:
+        self.settings = GatewaySettings(**{"heartbeat_seconds": 1, "metrics_port": None, **settings})
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._thread.start()
+        self.api = self.call(lambda: SupApi(api_url, TOKEN))
+        key = asyncssh.read_private_key(str(host_key))
+        self.gateway: Gateway = self.call(lambda: Gateway(self.settings, self.api, key, address=loopback))
+        self.port: int = self._run(self.gateway.start("127.0.0.1", 0))
+
+    def _run(self, coroutine: Any) -> Any:
+        future: Future[Any] = asyncio.run_coroutine_threadsafe(coroutine, self._loop)
+        return future.result(timeout=60)
+
+    def call(self, fn: Callable[[], T]) -> T:
+        """`fn()` on the gateway's loop (its state is not thread-safe)."""
+
+        async def run() -> T:
+            return fn()
+
+        result: T = self._run(run())
+        return result
+
+    def tunnels(self) -> int:
+        return self.call(lambda: len(self.gateway.tunnels))
+
+    def open_connections(self) -> int:
+        return self.call(lambda: self.gateway.admission.open)
+
+    def stop(self) -> None:
+        self._run(self.gateway.close())
+        self._run(self.api.close())
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=30)
+        self._loop.close()
