@@ -29,14 +29,24 @@ def write_host_key(path: Path) -> Path:
 
 
 class RunningGateway:
-    def __init__(self, api_url: str, host_key: Path, **settings: Any) -> None:
+    def __init__(
+        self,
+        api_url: str,
+        host_key: Path,
+        *,
+        token: str = TOKEN,
+        address: Callable[[PodRoute], tuple[str, int]] = loopback,
+        **settings: Any,
+    ) -> None:
+        """`token`: SUP's gateway token (the stand-in's by default); `address`: where a route's pod
+        is reached (by default 127.0.0.1 at the route's port)."""
         self.settings = GatewaySettings(**{"heartbeat_seconds": 1, "metrics_port": None, **settings})
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._thread.start()
-        self.api = self.call(lambda: SupApi(api_url, TOKEN))
+        self.api = self.call(lambda: SupApi(api_url, token))
         key = asyncssh.read_private_key(str(host_key))
-        self.gateway: Gateway = self.call(lambda: Gateway(self.settings, self.api, key, address=loopback))
+        self.gateway: Gateway = self.call(lambda: Gateway(self.settings, self.api, key, address=address))
         self.port: int = self._run(self.gateway.start("127.0.0.1", 0))
 
     def _run(self, coroutine: Any) -> Any:

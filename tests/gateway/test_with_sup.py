@@ -1,0 +1,186 @@
+"""The gateway against a real `sup serve` (its /api/v1/gateway endpoints, a `gateway` token made
+with the CLI) and a real kube-apiserver holding the login StatefulSets; OpenSSH's own client
+through it, and a real sshd standing in for the login pod (no node runs pods here: the real-node
+tests are in tests/e2e).
+
+What it shows end to end: the person SUP knows, with the key SUP knows, lands in the pod; another
+key and a suspended person are refused; SUP's audit log and sessions list say who came, from where,
+to which pod; an idle pod is put to sleep by SUP's pass (replicas 0 on the API server) and the next
+connection through the gateway wakes it (replicas 1) and lands."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+
+from sup.gateway_server import PodRoute
+from sup.targets.kube.names import Owner
+from tests.gateway.conftest import Person
+from tests.support.cli import run_sup, sup_env
+from tests.support.gateway_runner import RunningGateway
+from tests.support.kubeapi import KubeApiServer
+from tests.support.server import SupServer
+from tests.support.sshd import SshClient, StandInPod
+
+
+@dataclass
+class Site:
+    server: SupServer
+    admin: httpx.Client
+    gateway_token: str
+    namespace: str
+    kubeapi: KubeApiServer
+
+    def replicas(self, username: str) -> int | None:
+        """The login StatefulSet's replicas on the API server (None: not there yet)."""
+        name = Owner("user", username).login
+        with self.kubeapi.admin() as api:
+            found = api.get(f"/apis/apps/v1/namespaces/{self.namespace}/statefulsets/{name}")
+        return None if found is None else int(found["spec"].get("replicas", 1))
+
+    def audit(self) -> list[dict[str, Any]]:
+        response = self.admin.get("/api/v1/audit", params={"resource_type": "gateway", "limit": 100})
+        response.raise_for_status()
+        items: list[dict[str, Any]] = response.json()["items"]
+        return items
+
+
+def wait_for(predicate: Callable[[], Any], what: str, timeout: float = 60) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture
+def site(tmp_path: Path, kubeapi: KubeApiServer, alice: Person, bob: Person) -> Iterator[Site]:
+    namespace = kubeapi.new_namespace("gw")
+    config = {
+        "database_url": f"sqlite:///{tmp_path / 'sup.db'}",
+        "kube": {"namespace": namespace, "kubeconfig": str(kubeapi.admin_kubeconfig)},
+        "gateway": {"idle_seconds": 1, "heartbeat_seconds": 1},
+    }
+    (tmp_path / "sup.yaml").write_text(yaml.safe_dump(config))
+    env = sup_env(SUP_CONFIG=str(tmp_path / "sup.yaml"))
+    assert run_sup("db", "upgrade", env=env).returncode == 0
+    admin = run_sup("token", "create", "--name", "admin", "--role", "admin", env=env).stdout.strip()
+    gateway = run_sup("token", "create", "--name", "gateway", "--role", "gateway", env=env).stdout.strip()
+    server = SupServer(env, tmp_path / "serve.log")
+    client = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {admin}"}, timeout=60)
+    for person in (alice, bob):
+        body = {"username": person.name, "ssh_public_keys": [person.public]}
+        assert client.post("/api/v1/users", json=body).status_code == 201
+    made = Site(server, client, gateway, namespace, kubeapi)
+    try:
+        yield made
+    finally:
+        client.close()
+        server.stop()
+
+
+@pytest.fixture
+def gateway(site: Site, host_key: Path, stand_in_pod: StandInPod) -> Iterator[Callable[..., RunningGateway]]:
+    """`sup gateway`'s server in process against that `sup serve`, alice's pod at the stand-in's
+    sshd (a pod's Service name resolves only inside a cluster)."""
+    started: list[RunningGateway] = []
+
+    def at_stand_in(pod: PodRoute) -> tuple[str, int]:
+        assert pod.namespace == site.namespace and pod.service.startswith("login-")
+        return "127.0.0.1", stand_in_pod.port
+
+    def make(**settings: Any) -> RunningGateway:
+        running = RunningGateway(
+            site.server.url, host_key, token=site.gateway_token, address=at_stand_in, **settings
+        )
+        started.append(running)
+        return running
+
+    yield make
+    for running in started:
+        running.stop()
+
+
+def test_a_person_lands_in_their_pod_and_sup_knows_who_is_connected(
+    site: Site,
+    gateway: Callable[..., RunningGateway],
+    stand_in_pod: StandInPod,
+    alice: Person,
+    bob: Person,
+    tmp_path: Path,
+) -> None:
+    wait_for(lambda: site.replicas("alice") == 1, "alice's login StatefulSet")
+    stand_in_pod.start()
+    running = gateway(route_cache_seconds=0.5)
+
+    landed = SshClient(tmp_path, alice.key, running.port).ssh("alice", "login", "echo landed")
+    assert landed.returncode == 0, landed.stderr
+    assert landed.stdout == "landed\n"
+
+    foreign = SshClient(tmp_path, bob.key, running.port).ssh("alice", "login", "echo landed")
+    assert foreign.returncode == 255
+    assert "Permission denied (publickey)" in foreign.stderr
+
+    # a session held open shows in SUP's sessions list, with the pod and the source
+    client = SshClient(tmp_path, alice.key, running.port)
+    held = client.popen("-J", client.jump("alice"), "root@login", "sleep 30")
+    try:
+        sessions = wait_for(
+            lambda: site.admin.get("/api/v1/gateway/sessions").json(), "alice's session in SUP"
+        )
+        assert [(s["kind"], s["name"], s["username"]) for s in sessions] == [("user", "alice", "alice")]
+        assert sessions[0]["source"].startswith("127.0.0.1:")
+    finally:
+        held.kill()
+        held.wait()
+
+    audit = wait_for(lambda: len(site.audit()) >= 2 and site.audit(), "the gateway's audit entries")
+    seen = {(e["action"], e["resource_name"], (e["after"] or {}).get("reason")) for e in audit}
+    assert ("login", "alice", None) in seen
+    assert ("refused", "alice", "wrong_key") in seen
+    assert not any(alice.public.split()[1] in str(e) or bob.public.split()[1] in str(e) for e in audit)
+
+    # suspended: refused at the gateway once the route cache has passed, the same way as a wrong key
+    assert site.admin.patch("/api/v1/users/alice", json={"active": False}).status_code == 200
+    time.sleep(1)
+    suspended = SshClient(tmp_path, alice.key, running.port).ssh("alice", "login", "echo landed")
+    assert suspended.returncode == 255
+    assert "Permission denied (publickey)" in suspended.stderr
+
+
+def test_an_idle_pod_sleeps_and_the_next_connection_wakes_it(
+    site: Site,
+    gateway: Callable[..., RunningGateway],
+    stand_in_pod: StandInPod,
+    alice: Person,
+    tmp_path: Path,
+) -> None:
+    wait_for(lambda: site.replicas("alice") == 1, "alice's login StatefulSet")
+    # A full pass first sees the pods (in use from then on), the next one after idle_seconds (1)
+    # with nobody connected puts them to sleep.
+    for _ in range(2):
+        applied = site.admin.post("/api/v1/reconcile", json={"targets": ["kube"]})
+        assert applied.status_code == 200, applied.text
+        time.sleep(1.5)
+    assert site.replicas("alice") == 0
+    assert site.replicas("bob") == 0
+    stand_in_pod.start()
+    running = gateway()
+
+    landed = SshClient(tmp_path, alice.key, running.port).ssh("alice", "login", "echo landed")
+
+    assert landed.returncode == 0, landed.stderr
+    assert landed.stdout == "landed\n"
+    assert site.replicas("alice") == 1  # woken through SUP, at once
+    assert site.replicas("bob") == 0
+    actions = [(e["action"], e["resource_name"]) for e in site.audit()]
+    assert ("sleep", "user/alice") in actions and ("wake", "user/alice") in actions, actions
