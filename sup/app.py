@@ -103,7 +103,18 @@ def create_app(settings: Settings, engine: Engine | None = None, *, reconciler: 
 
     # Added last = outermost: request id first, so every other layer (and every error) can use it.
     app.add_middleware(MetricsMiddleware)
-    app.add_middleware(WriteRateLimitMiddleware, limit=settings.api.rate_limit, prefix=API_PREFIX)
+    # The SSH gateway writes an audit event per connection (50 a second at its capacity goal) and
+    # heartbeats: its endpoints get their own limit, still applied per client before authentication.
+    gateway_prefix = API_PREFIX + "/gateway"
+    app.add_middleware(
+        WriteRateLimitMiddleware, limit=settings.api.rate_limit, prefix=API_PREFIX, exclude=gateway_prefix
+    )
+    app.add_middleware(
+        WriteRateLimitMiddleware,
+        limit=settings.gateway.api_rate_limit if settings.gateway else settings.api.rate_limit,
+        prefix=gateway_prefix,
+        setting="gateway.api_rate_limit" if settings.gateway else "api.rate_limit",
+    )
     app.add_middleware(
         BodyLimitMiddleware,
         max_bytes=settings.api.max_body_bytes,

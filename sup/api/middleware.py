@@ -124,9 +124,21 @@ class WriteRateLimitMiddleware:
     with SCIM error bodies (sup/scim/router.py).
     """
 
-    def __init__(self, app: ASGIApp, limit: RateLimit, prefix: str) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        limit: RateLimit,
+        prefix: str,
+        *,
+        setting: str = "api.rate_limit",
+        exclude: str | None = None,
+    ) -> None:
+        """`setting`: the limit's settings key, named in the 429; `exclude`: a path prefix under
+        `prefix` that another instance limits (the SSH gateway's endpoints have their own)."""
         self.app = app
         self.prefix = prefix
+        self.exclude = exclude
+        self.setting = setting
         self.limiter = RateLimiter(limit)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -134,6 +146,7 @@ class WriteRateLimitMiddleware:
             scope["type"] != "http"
             or scope["method"] not in WRITE_METHODS
             or not str(scope.get("path", "")).startswith(self.prefix)
+            or (self.exclude is not None and str(scope.get("path", "")).startswith(self.exclude))
         ):
             await self.app(scope, receive, send)
             return
@@ -148,7 +161,7 @@ class WriteRateLimitMiddleware:
         response = problem(
             None,
             429,
-            f"too many writes from this client (api.rate_limit: {self.limiter.rate:g} per second, "
+            f"too many writes from this client ({self.setting}: {self.limiter.rate:g} per second, "
             f"burst {self.limiter.burst:g}); retry after {seconds} s",
             headers={"Retry-After": str(seconds)},
             request_id=scope.get("state", {}).get("request_id"),

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pydantic import Field, field_validator
 
 from sup.common.sections import Section
+from sup.config.api import RateLimit
 
 
 class GatewaySettings(Section):
@@ -40,6 +41,10 @@ class GatewaySettings(Section):
         15, ge=1, le=600, description="session report interval; a replica silent for 3 is ignored"
     )
     workers: int = Field(2, ge=1, le=64, description="processes sharing the port")
+    api_rate_limit: RateLimit = Field(
+        default_factory=lambda: RateLimit(requests_per_second=200, burst=1000),
+        description="SUP's write limit on /api/v1/gateway per client (a login event per connection)",
+    )
     # The server's own keys (`sup gateway`).
     listen_host: str = Field("0.0.0.0", min_length=1, description="address `sup gateway` listens on")  # noqa: S104
     host_key_file: str = Field(

@@ -15,7 +15,7 @@ from sqlalchemy import Engine
 
 from sup.api.ratelimit import RateLimiter
 from sup.app import create_app
-from sup.config import RateLimit, Settings
+from sup.config import GatewaySettings, RateLimit, Settings
 
 WRITE = {"POST", "PUT", "PATCH", "DELETE"}
 SCIM_ERROR = "urn:ietf:params:scim:api:messages:2.0:Error"
@@ -127,3 +127,22 @@ def test_the_limiter_forgets_clients_so_a_flood_of_made_up_tokens_cannot_fill_me
     assert limiter.acquire("steady") > 0
     now[0] += 2
     assert limiter.acquire("steady") == 0
+
+
+def test_the_ssh_gateway_has_its_own_write_limit(settings: Settings, engine: Engine) -> None:
+    """A login event per connection must not run into the admin API's limit, and the gateway's
+    writes must not spend a client's admin budget (nor the other way round)."""
+    tight = settings.api.rate_limit.model_copy(update={"requests_per_second": 0.001, "burst": 2})
+    strict = settings.model_copy(
+        update={
+            "api": settings.api.model_copy(update={"rate_limit": tight}),
+            "gateway": GatewaySettings(api_rate_limit={"requests_per_second": 0.001, "burst": 5}),
+        }
+    )
+    with TestClient(create_app(strict, engine), raise_server_exceptions=False) as client:
+        headers = {"Authorization": "Bearer sup_made_up_gateway_client"}
+        events = [client.post("/api/v1/gateway/events", json={}, headers=headers) for _ in range(6)]
+        assert [r.status_code == 429 for r in events] == [False] * 5 + [True]
+        assert "gateway.api_rate_limit" in events[-1].json()["detail"]
+        writes = [client.post("/api/v1/groups", json={}, headers=headers).status_code for _ in range(3)]
+        assert [code == 429 for code in writes] == [False, False, True]

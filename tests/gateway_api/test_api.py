@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from sup.domain.sshkeys import parse_ssh_public_key
 from sup.store.models import AuditEntry, GatewayHeartbeat, LoginWake, utcnow
 from tests.conftest import bearer
-from tests.gateway.conftest import NAMESPACE, FakeCluster
+from tests.gateway_api.conftest import NAMESPACE, FakeCluster
 from tests.support import keys
 
 KIM_KEY = keys.ed25519_key("kim@laptop")
