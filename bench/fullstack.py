@@ -18,9 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import httpx
 import yaml
 
 from sup.config import Settings
+from sup.scim.schemas import SUP_USER_SCHEMA
 from sup.store import migrate
 from sup.store.session import make_engine, make_sessionmaker
 from sup.targets.ldap import LdapSettings
@@ -36,6 +38,33 @@ from tests.support.sssd import SSSD_TEST_OPTIONS, SssdServer
 
 TARGETS = ("ldap", "slurm", "kube")
 __all__ = ["TARGETS", "FullStack", "LoginTimes", "spread", "timed", "wait_until"]
+
+
+CORE_USER = "urn:ietf:params:scim:schemas:core:2.0:User"
+CORE_GROUP = "urn:ietf:params:scim:schemas:core:2.0:Group"
+PATCH_OP = "urn:ietf:params:scim:api:messages:2.0:PatchOp"
+
+
+def scim_push(scim: httpx.Client, group_id: str, username: str, key: str) -> None:
+    """What an identity provider sends for a new member of a group: `POST /Users` (with the SSH
+    key), then `PATCH /Groups/<id>` adding them. Raises on any answer but success."""
+    created = scim.post(
+        "/scim/v2/Users",
+        json={
+            "schemas": [CORE_USER, SUP_USER_SCHEMA],
+            "userName": username,
+            SUP_USER_SCHEMA: {"sshPublicKeys": [key]},
+        },
+    )
+    created.raise_for_status()
+    added = scim.patch(
+        f"/scim/v2/Groups/{group_id}",
+        json={
+            "schemas": [PATCH_OP],
+            "Operations": [{"op": "add", "path": "members", "value": [{"value": created.json()["id"]}]}],
+        },
+    )
+    added.raise_for_status()
 
 
 class FullStack:

@@ -36,9 +36,9 @@ import httpx
 import yaml
 
 from bench.e2e_bench import fill_store
+from bench.fullstack import CORE_GROUP, scim_push
 from sup.config import Settings
 from sup.reconcile.planner import run_pass
-from sup.scim.schemas import SUP_USER_SCHEMA
 from sup.store import migrate
 from sup.store.session import make_engine, make_sessionmaker
 from tests.e2e.login_site import new_person, slurm_objects, slurm_pod_settings
@@ -49,10 +49,6 @@ from tests.support.server import SupServer
 from tests.support.slapd import SlapdServer
 from tests.support.slurmctld import start_job_cluster
 from tests.support.slurmdbd import SlurmdbdServer
-
-CORE_USER = "urn:ietf:params:scim:schemas:core:2.0:User"
-CORE_GROUP = "urn:ietf:params:scim:schemas:core:2.0:Group"
-PATCH_OP = "urn:ietf:params:scim:api:messages:2.0:PatchOp"
 
 
 def p95(samples: list[float]) -> float:
@@ -170,25 +166,7 @@ def main() -> None:
         for i in range(args.samples):
             person = new_person(work, f"res{i:03d}")
             t0 = time.time()
-            created = scim_api.post(
-                "/scim/v2/Users",
-                json={
-                    "schemas": [CORE_USER, SUP_USER_SCHEMA],
-                    "userName": person.name,
-                    SUP_USER_SCHEMA: {"sshPublicKeys": [person.public]},
-                },
-            )
-            created.raise_for_status()
-            added = scim_api.patch(
-                f"/scim/v2/Groups/{group_id}",
-                json={
-                    "schemas": [PATCH_OP],
-                    "Operations": [
-                        {"op": "add", "path": "members", "value": [{"value": created.json()["id"]}]}
-                    ],
-                },
-            )
-            added.raise_for_status()
+            scim_push(scim_api, group_id, person.name, person.public)
             stored = time.time()
             login = f"login-{person.name}"
             known = work / f"known-{person.name}"

@@ -58,7 +58,16 @@ import httpx
 from sqlalchemy import func, select, text
 
 from bench import loadgen
-from bench.fullstack import TARGETS, FullStack, LoginTimes, percentile, timed, wait_until
+from bench.fullstack import (
+    CORE_GROUP,
+    TARGETS,
+    FullStack,
+    LoginTimes,
+    percentile,
+    scim_push,
+    timed,
+    wait_until,
+)
 from sup.reconcile.planner import run_pass
 from sup.reconcile.worker import Reconciler
 from sup.store.models import Group, OutboxMark, SshKey, User
@@ -72,10 +81,6 @@ from tests.support.server import SupServer
 from tests.support.slapd import ROOT_DN, ROOT_PASSWORD
 
 PARTS = ("first", "nochange", "push", "load")
-CORE_USER = "urn:ietf:params:scim:schemas:core:2.0:User"
-CORE_GROUP = "urn:ietf:params:scim:schemas:core:2.0:Group"
-SUP_USER = "urn:ietf:params:scim:schemas:extension:sup:2.0:User"
-PATCH_OP = "urn:ietf:params:scim:api:messages:2.0:PatchOp"
 SCIM_GROUP = "scimlab"  # created over SCIM: a SCIM connection may add members only to its own groups
 
 
@@ -303,21 +308,7 @@ def push_to_login(serve: Serve, report: Report, samples: int) -> None:
         for i in range(samples):
             name, key = f"scim{i:03d}", ed25519_key(f"scim{i:03d}")
             started = time.perf_counter()
-            created = serve.scim.post(
-                "/scim/v2/Users",
-                json={"schemas": [CORE_USER, SUP_USER], "userName": name, SUP_USER: {"sshPublicKeys": [key]}},
-            )
-            created.raise_for_status()
-            added = serve.scim.patch(
-                f"/scim/v2/Groups/{group_id}",
-                json={
-                    "schemas": [PATCH_OP],
-                    "Operations": [
-                        {"op": "add", "path": "members", "value": [{"value": created.json()["id"]}]}
-                    ],
-                },
-            )
-            added.raise_for_status()
+            scim_push(serve.scim, group_id, name, key)
             times.wait(started, stack.login_checks(name, key))
         report.add(
             "**push to login: `POST /scim/v2/Users` + `PATCH /Groups` (add member) → getent + SSH key + "
