@@ -238,6 +238,13 @@ def _gateway(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return {o["kind"]: o for o in objects if o["metadata"]["name"].endswith("-gateway")}
 
 
+def _settings(objects: list[dict[str, Any]], name: str) -> dict[str, Any]:
+    """SUP_CONFIG as the ConfigMap `name` holds it."""
+    (config,) = [o for o in objects if o["kind"] == "ConfigMap" and o["metadata"]["name"] == name]
+    loaded: dict[str, Any] = yaml.safe_load(config["data"]["sup.yaml"])
+    return loaded
+
+
 def test_the_gateway_is_off_by_default(helm_binary: str) -> None:
     objects = render(helm_binary, "sup-system")
     assert _gateway(objects) == {}
@@ -248,7 +255,7 @@ def test_the_gateway_is_off_by_default(helm_binary: str) -> None:
 def test_the_gateway_runs_restricted_with_its_secrets_mounted_read_only(helm_binary: str) -> None:
     objects = render(helm_binary, "sup-system", GATEWAY)
     gateway = _gateway(objects)
-    assert set(gateway) == {"Deployment", "Service", "NetworkPolicy"}
+    assert set(gateway) == {"ConfigMap", "Deployment", "Service", "NetworkPolicy"}
     deployment = gateway["Deployment"]
     assert deployment["metadata"]["name"] == "sup-gateway"
     assert deployment["spec"]["replicas"] == 2
@@ -269,11 +276,11 @@ def test_the_gateway_runs_restricted_with_its_secrets_mounted_read_only(helm_bin
     assert container["readinessProbe"]["tcpSocket"] == {"port": "ssh"}
     assert [e["name"] for e in container["env"]] == ["SUP_CONFIG"]  # no secret in the environment
 
-    config = yaml.safe_load(_by_kind(objects)["ConfigMap"]["data"]["sup.yaml"])
-    assert container["env"][0]["value"].endswith("/sup.yaml")
-    section = config["gateway"]
     mounts = {m["name"]: m for m in container["volumeMounts"]}
     volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["config"]["configMap"]["name"] == "sup-gateway"  # its own: no other section
+    section = _settings(objects, "sup-gateway")["gateway"]
+    assert _settings(objects, "sup")["gateway"] == section  # SUP serves /api/v1/gateway, sleeps pods
     for volume, secret, key, path in [
         ("host-key", "sup-gateway-host-key", "ssh_host_ed25519_key", section["host_key_file"]),
         ("token", "sup-gateway-token", "token", section["token_file"]),
@@ -320,7 +327,7 @@ def test_the_gateway_runs_restricted_with_its_secrets_mounted_read_only(helm_bin
     assert volumes["host-key"]["secretName"] == "edge-key"
     mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
     assert mounts["token"] == "/run/gateway"
-    section = yaml.safe_load(_by_kind(objects)["ConfigMap"]["data"]["sup.yaml"])["gateway"]
+    section = _settings(objects, "sup-gateway")["gateway"]
     assert section["host_key_secret"] == "edge-key"
     assert section["token_file"] == "/run/gateway/api-token"
     assert _gateway(objects)["Service"]["spec"]["ports"][0]["port"] == 22  # still 22 outside
@@ -363,6 +370,8 @@ def test_the_gateway_service_maps_22_to_the_listen_port_keeping_the_client_addre
 def test_the_rendered_gateway_settings_load_in_sup(
     helm_binary: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
+    """SUP's settings carry the section (SUP serves /api/v1/gateway and puts pods to sleep); the
+    gateway's own hold it without SUP's other sections, whose secrets it does not get."""
     objects = render(
         helm_binary,
         "hpc",
@@ -370,13 +379,28 @@ def test_the_rendered_gateway_settings_load_in_sup(
         "gateway.settings.public_host=login.cluster.example",
         "gateway.settings.idle_seconds=3600",
         "service.port=8081",
+        "config.ldap.url=ldaps://ldap.example.org",
+        "config.ldap.bind_dn=cn=sup",
+        "config.ldap.base_dn=dc=example",
+        "config.log.format=text",
         release="accounts",
     )
-    path = tmp_path / "sup.yaml"
-    path.write_text(_by_kind(objects)["ConfigMap"]["data"]["sup.yaml"])
-    monkeypatch.setenv("SUP_CONFIG", str(path))
-    gateway = Settings().gateway
-    assert gateway is not None
+
+    def load(configmap: str) -> Settings:
+        path = tmp_path / f"{configmap}.yaml"
+        path.write_text(yaml.safe_dump(_settings(objects, configmap)))
+        monkeypatch.setenv("SUP_CONFIG", str(path))
+        return Settings()
+
+    monkeypatch.setenv("SUP_LDAP__BIND_PASSWORD", "from-its-secret")  # SUP's pod has it
+    sup = load("accounts-sup")
+    assert sup.ldap is not None
+    assert sup.gateway is not None and sup.gateway.idle_seconds == 3600
+    monkeypatch.delenv("SUP_LDAP__BIND_PASSWORD")  # the gateway's pod does not
+    settings = load("accounts-sup-gateway")
+    assert settings.ldap is None and settings.log.format == "text"
+    gateway = settings.gateway
+    assert gateway == sup.gateway
     assert gateway.sup_url == "http://accounts-sup.hpc.svc:8081"  # SUP's in-cluster Service
     assert gateway.public_host == "login.cluster.example" and gateway.idle_seconds == 3600
     assert gateway.host_key_secret == "sup-gateway-host-key"

@@ -149,3 +149,13 @@ in-cluster Service), host_key_secret and the files the Secrets are mounted as fi
 {{- end -}}
 {{- toYaml $section -}}
 {{- end -}}
+
+{{/* The gateway's own SUP_CONFIG: its section and `log` only. Not SUP's ConfigMap: with `ldap` or
+`keycloak` there, the settings would want secrets the gateway has no business holding. */}}
+{{- define "sup.gatewayConfig" -}}
+{{- $config := dict "gateway" (include "sup.gatewaySettings" . | fromYaml) -}}
+{{- with (default dict .Values.config).log -}}
+{{- $_ := set $config "log" (deepCopy .) -}}
+{{- end -}}
+{{- toYaml $config -}}
+{{- end -}}
