@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from sup.config import Settings
+from sup.targets.kube.names import Owner
 from tests.support.helm import CHART, apply_objects, helm, render
 from tests.support.kubeapi import KubeApiServer, collection
 
@@ -28,9 +29,10 @@ def _by_kind(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 
 def test_helm_lint_passes(helm_binary: str) -> None:
-    result = helm(helm_binary, "lint", "--strict", str(CHART))
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "1 chart(s) linted, 0 chart(s) failed" in result.stdout
+    for settings in ([], ["--set", "gateway.enabled=true"]):
+        result = helm(helm_binary, "lint", "--strict", str(CHART), *settings)
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert "1 chart(s) linted, 0 chart(s) failed" in result.stdout
 
 
 def test_the_chart_renders_a_restricted_deployment_with_probes_and_secret_references(
@@ -214,6 +216,239 @@ def test_options_switch_parts_off(helm_binary: str) -> None:
     assert "kube" not in yaml.safe_load(kinds["ConfigMap"]["data"]["sup.yaml"])
 
 
+# --- the SSH gateway (docs/ssh-gateway.md "Chart objects") -------------------------------------------
+
+
+GATEWAY = "gateway.enabled=true"
+
+
+def _selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    """Whether a label selector (matchLabels, matchExpressions with In) selects these labels."""
+    if any(labels.get(k) != v for k, v in selector.get("matchLabels", {}).items()):
+        return False
+    for expression in selector.get("matchExpressions", []):
+        assert expression["operator"] == "In", expression
+        if labels.get(expression["key"]) not in expression["values"]:
+            return False
+    return True
+
+
+def _gateway(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The gateway's objects by kind (their name ends in -gateway)."""
+    return {o["kind"]: o for o in objects if o["metadata"]["name"].endswith("-gateway")}
+
+
+def _settings(objects: list[dict[str, Any]], name: str) -> dict[str, Any]:
+    """SUP_CONFIG as the ConfigMap `name` holds it."""
+    (config,) = [o for o in objects if o["kind"] == "ConfigMap" and o["metadata"]["name"] == name]
+    loaded: dict[str, Any] = yaml.safe_load(config["data"]["sup.yaml"])
+    return loaded
+
+
+def test_the_gateway_is_off_by_default(helm_binary: str) -> None:
+    objects = render(helm_binary, "sup-system")
+    assert _gateway(objects) == {}
+    assert [o["kind"] for o in objects].count("Deployment") == 1
+    assert "gateway" not in yaml.safe_load(_by_kind(objects)["ConfigMap"]["data"]["sup.yaml"])
+
+
+def test_the_gateway_runs_restricted_with_its_secrets_mounted_read_only(helm_binary: str) -> None:
+    objects = render(helm_binary, "sup-system", GATEWAY)
+    gateway = _gateway(objects)
+    assert set(gateway) == {"ConfigMap", "Deployment", "Service", "NetworkPolicy"}
+    deployment = gateway["Deployment"]
+    assert deployment["metadata"]["name"] == "sup-gateway"
+    assert deployment["spec"]["replicas"] == 2
+    pod = deployment["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert container["image"] == f"localhost/sup:{VERSION}"  # SUP's image
+    assert container["args"] == ["gateway"]
+    assert pod["automountServiceAccountToken"] is False  # it talks to SUP, never to the API server
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert container["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "capabilities": {"drop": ["ALL"]},
+    }
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert ports == {"ssh": 2222, "metrics-0": 9102, "metrics-1": 9103}  # one metrics port per worker
+    assert container["readinessProbe"]["tcpSocket"] == {"port": "ssh"}
+    assert [e["name"] for e in container["env"]] == ["SUP_CONFIG"]  # no secret in the environment
+
+    mounts = {m["name"]: m for m in container["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["config"]["configMap"]["name"] == "sup-gateway"  # its own: no other section
+    section = _settings(objects, "sup-gateway")["gateway"]
+    assert _settings(objects, "sup")["gateway"] == section  # SUP serves /api/v1/gateway, sleeps pods
+    for volume, secret, key, path in [
+        ("host-key", "sup-gateway-host-key", "ssh_host_ed25519_key", section["host_key_file"]),
+        ("token", "sup-gateway-token", "token", section["token_file"]),
+    ]:
+        assert mounts[volume]["readOnly"] is True
+        source = volumes[volume]["secret"]
+        assert source["secretName"] == secret
+        assert f"{mounts[volume]['mountPath']}/{source['items'][0]['path']}" == path
+        assert source["items"] == [{"key": key, "path": path.rsplit("/", 1)[1]}]
+        assert source["defaultMode"] & 0o007 == 0  # not world-readable
+    assert mounts["config"]["readOnly"] is True
+    assert container["env"][0]["value"] == f"{mounts['config']['mountPath']}/sup.yaml"
+
+    # SUP's own Deployment and Service must not take the gateway's pods for SUP's
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    sup = [o for o in objects if o["metadata"]["name"] == "sup" and o["kind"] in ("Deployment", "Service")]
+    assert len(sup) == 2
+    for item in sup:
+        selector = item["spec"]["selector"]
+        assert not _selects(selector if "matchLabels" in selector else {"matchLabels": selector}, labels)
+    assert _selects(deployment["spec"]["selector"], labels)
+
+    # a site's own files and names
+    objects = render(
+        helm_binary,
+        "sup-system",
+        GATEWAY,
+        "gateway.replicaCount=3",
+        "gateway.hostKeySecret.name=edge-key",
+        "gateway.tokenSecret.name=edge-token",
+        "gateway.tokenSecret.key=gw",
+        "gateway.settings.token_file=/run/gateway/api-token",
+        "gateway.settings.listen_port=2022",
+        "gateway.settings.workers=1",
+    )
+    deployment = _gateway(objects)["Deployment"]
+    assert deployment["spec"]["replicas"] == 3
+    pod = deployment["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert {p["name"]: p["containerPort"] for p in container["ports"]} == {"ssh": 2022, "metrics-0": 9102}
+    volumes = {v["name"]: v["secret"] for v in pod["volumes"] if "secret" in v}
+    assert volumes["token"]["secretName"] == "edge-token"
+    assert volumes["token"]["items"] == [{"key": "gw", "path": "api-token"}]
+    assert volumes["host-key"]["secretName"] == "edge-key"
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    assert mounts["token"] == "/run/gateway"
+    section = _settings(objects, "sup-gateway")["gateway"]
+    assert section["host_key_secret"] == "edge-key"
+    assert section["token_file"] == "/run/gateway/api-token"
+    assert _gateway(objects)["Service"]["spec"]["ports"][0]["port"] == 22  # still 22 outside
+
+
+def test_the_gateway_service_maps_22_to_the_listen_port_keeping_the_client_address(
+    helm_binary: str,
+) -> None:
+    service = _gateway(render(helm_binary, "sup-system", GATEWAY))["Service"]
+    assert service["spec"]["type"] == "NodePort"
+    assert service["spec"]["externalTrafficPolicy"] == "Local"  # the audit log gets the client's address
+    assert service["spec"]["ports"] == [{"name": "ssh", "port": 22, "targetPort": "ssh", "protocol": "TCP"}]
+    balanced = _gateway(
+        render(
+            helm_binary,
+            "sup-system",
+            GATEWAY,
+            "gateway.service.type=LoadBalancer",
+            "gateway.service.loadBalancerIP=203.0.113.22",
+        )
+    )["Service"]
+    assert balanced["spec"]["type"] == "LoadBalancer"
+    assert balanced["spec"]["loadBalancerIP"] == "203.0.113.22"
+    assert balanced["spec"]["externalTrafficPolicy"] == "Local"
+    pinned = _gateway(render(helm_binary, "sup-system", GATEWAY, "gateway.service.nodePort=30022"))
+    assert pinned["Service"]["spec"]["ports"][0]["nodePort"] == 30022
+    result = helm(
+        helm_binary,
+        "template",
+        "sup",
+        str(CHART),
+        "--set",
+        GATEWAY,
+        "--set",
+        "gateway.service.type=ClusterIP",
+    )
+    assert result.returncode != 0 and 'gateway.service.type "ClusterIP"' in result.stderr
+
+
+def test_the_rendered_gateway_settings_load_in_sup(
+    helm_binary: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """SUP's settings carry the section (SUP serves /api/v1/gateway and puts pods to sleep); the
+    gateway's own hold it without SUP's other sections, whose secrets it does not get."""
+    objects = render(
+        helm_binary,
+        "hpc",
+        GATEWAY,
+        "gateway.settings.public_host=login.cluster.example",
+        "gateway.settings.idle_seconds=3600",
+        "service.port=8081",
+        "config.ldap.url=ldaps://ldap.example.org",
+        "config.ldap.bind_dn=cn=sup",
+        "config.ldap.base_dn=dc=example",
+        "config.log.format=text",
+        release="accounts",
+    )
+
+    def load(configmap: str) -> Settings:
+        path = tmp_path / f"{configmap}.yaml"
+        path.write_text(yaml.safe_dump(_settings(objects, configmap)))
+        monkeypatch.setenv("SUP_CONFIG", str(path))
+        return Settings()
+
+    monkeypatch.setenv("SUP_LDAP__BIND_PASSWORD", "from-its-secret")  # SUP's pod has it
+    sup = load("accounts-sup")
+    assert sup.ldap is not None
+    assert sup.gateway is not None and sup.gateway.idle_seconds == 3600
+    monkeypatch.delenv("SUP_LDAP__BIND_PASSWORD")  # the gateway's pod does not
+    settings = load("accounts-sup-gateway")
+    assert settings.ldap is None and settings.log.format == "text"
+    gateway = settings.gateway
+    assert gateway == sup.gateway
+    assert gateway.sup_url == "http://accounts-sup.hpc.svc:8081"  # SUP's in-cluster Service
+    assert gateway.public_host == "login.cluster.example" and gateway.idle_seconds == 3600
+    assert gateway.host_key_secret == "sup-gateway-host-key"
+    assert gateway.host_key_file == "/etc/sup/gateway/ssh_host_ed25519_key"
+    assert gateway.token_file == "/etc/sup/gateway-token/token"
+    service = next(o for o in objects if o["kind"] == "Service" and o["metadata"]["name"] == "accounts-sup")
+    assert service["spec"]["ports"][0]["port"] == 8081
+
+
+def test_the_gateway_may_reach_every_login_pod_and_nothing_else_may_by_that_rule(
+    helm_binary: str,
+) -> None:
+    """SUP's per-user NetworkPolicy admits kube.settings.ssh_sources (CIDRs) only; policies add up,
+    so the chart's own policy in the login namespace admits the gateway's pods to sshd."""
+    objects = render(helm_binary, "sup-system", GATEWAY, "kube.settings.ssh_port=2200")
+    policy = _gateway(objects)["NetworkPolicy"]
+    assert policy["metadata"]["namespace"] == "sup-users"
+    spec = policy["spec"]
+    assert spec["policyTypes"] == ["Ingress"]  # egress stays as SUP's policy has it
+    for owner in (Owner("user", "alice"), Owner("group", "physics")):
+        assert _selects(spec["podSelector"], owner.pod_labels())
+    assert not _selects(
+        spec["podSelector"], {"app.kubernetes.io/managed-by": "sup", "app.kubernetes.io/component": "home"}
+    )
+    (rule,) = spec["ingress"]
+    assert [(p["protocol"], p["port"]) for p in rule["ports"]] == [("TCP", 2200), ("TCP", 9101)]
+    (source,) = rule["from"]
+    assert source["namespaceSelector"] == {"matchLabels": {"kubernetes.io/metadata.name": "sup-system"}}
+    gateway_pod = _gateway(objects)["Deployment"]["spec"]["template"]["metadata"]["labels"]
+    assert _selects(source["podSelector"], gateway_pod)
+    sup_pod = _by_kind(render(helm_binary, "sup-system"))["Deployment"]["spec"]["template"]["metadata"]
+    assert not _selects(source["podSelector"], sup_pod["labels"])  # SUP's own pods are not admitted
+    # no login namespace, no policy
+    assert "NetworkPolicy" not in _gateway(render(helm_binary, "sup-system", GATEWAY, "kube.enabled=false"))
+
+
+def test_bad_gateway_values_fail_with_a_message(helm_binary: str) -> None:
+    for setting, message in [
+        ("gateway.tokenSecret.name=", "gateway.tokenSecret.name is required"),
+        ("gateway.hostKeySecret.name=", "gateway.hostKeySecret.name is required"),
+        ("gateway.settings.token_file=/etc/sup/gateway/token", "in different directories"),
+        ("gateway.settings.host_key_file=/etc/sup/config/key", "may not be in /etc/sup/config"),
+    ]:
+        result = helm(helm_binary, "template", "sup", str(CHART), "--set", GATEWAY, "--set", setting)
+        assert result.returncode != 0, setting
+        assert message in result.stderr, result.stderr
+
+
 def test_the_dockerfile_builds_the_image_the_chart_runs() -> None:
     """The image build itself needs a container engine (not on CI); this checks they agree."""
     dockerfile = (REPO / "Dockerfile").read_text()
@@ -248,20 +483,35 @@ def test_the_rendered_chart_is_accepted_and_its_pods_meet_restricted(
     helm_binary: str, kubeapi: KubeApiServer, release_namespace: str
 ) -> None:
     release = f"sup-{uuid.uuid4().hex[:8]}"  # the chart creates the target namespace <release>-users
-    objects = render(helm_binary, release_namespace, release=release)
+    objects = render(helm_binary, release_namespace, GATEWAY, release=release)  # the gateway's too
     target = f"{release}-users"
+    policies = [o for o in objects if o["kind"] == "NetworkPolicy"]
     with kubeapi.admin() as admin:
-        apply_objects(admin, objects, release_namespace)
+        apply_objects(admin, [o for o in objects if o["kind"] != "NetworkPolicy"], release_namespace)
+        for policy in policies:  # in the login namespace
+            name = policy["metadata"]["name"]
+            url = f"{collection(policy['metadata']['namespace'], 'networkpolicies')}/{name}"
+            admin.apply(url, policy, manager="helm-test")
+            assert admin.get(url) is not None
         assert admin.warnings == []  # Pod Security `warn` is restricted: nothing to say
-        kinds = _by_kind(objects)
-        for kind in ("Deployment", "Job"):
-            template = kinds[kind]["spec"]["template"]
+        workloads = [o for o in objects if o["kind"] in ("Deployment", "Job")]
+        assert sorted(o["metadata"]["name"] for o in workloads if o["kind"] == "Deployment") == [
+            release,
+            f"{release}-gateway",
+        ]
+        for workload in workloads:
+            template = workload["spec"]["template"]
+            name = f"{workload['metadata']['name']}-pod"
             pod = {
-                "metadata": {"name": f"{kind.lower()}-pod", "labels": template["metadata"]["labels"]},
-                "spec": {**template["spec"], "restartPolicy": "Never" if kind == "Job" else "Always"},
+                "metadata": {"name": name, "labels": template["metadata"]["labels"]},
+                "spec": {
+                    **template["spec"],
+                    "restartPolicy": "Never" if workload["kind"] == "Job" else "Always",
+                },
             }
             created = admin.create(collection(release_namespace, "pods"), pod)
-            assert created["metadata"]["name"] == f"{kind.lower()}-pod"  # admitted
+            assert created["metadata"]["name"] == name  # admitted
+        kinds = _by_kind(objects)
         role = admin.get(f"{collection(target, 'roles')}/{kinds['Role']['metadata']['name']}")
         assert role is not None
         namespace = admin.get(f"/api/v1/namespaces/{target}")

@@ -76,6 +76,9 @@ restricted
 {{- $kube := merge (dict "namespace" (include "sup.targetNamespace" .)) (deepCopy (default dict .Values.kube.settings)) -}}
 {{- $_ := set $config "kube" $kube -}}
 {{- end -}}
+{{- if .Values.gateway.enabled -}}
+{{- $_ := set $config "gateway" (include "sup.gatewaySettings" . | fromYaml) -}}
+{{- end -}}
 {{- toYaml $config -}}
 {{- end -}}
 
@@ -104,4 +107,55 @@ restricted
     secretKeyRef: {name: {{ .name }}, key: {{ .key }}}
 {{- end }}
 {{- end }}
+{{- end -}}
+
+{{- define "sup.gatewayName" -}}
+{{- printf "%s-gateway" (include "sup.fullname" . | trunc 55 | trimSuffix "-") -}}
+{{- end -}}
+
+{{/* The gateway's pods have a name label of their own: SUP's Deployment and Service select on
+name and instance (an immutable selector), and must not take the gateway's pods for SUP's. */}}
+{{- define "sup.gatewaySelectorLabels" -}}
+app.kubernetes.io/name: {{ printf "%s-gateway" (include "sup.name" .) }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "sup.gatewayLabels" -}}
+{{ include "sup.gatewaySelectorLabels" . }}
+app.kubernetes.io/component: gateway
+app.kubernetes.io/part-of: {{ include "sup.name" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{- end -}}
+
+{{/* The `gateway` settings section as the chart runs it: the values' settings, with sup_url (SUP's
+in-cluster Service), host_key_secret and the files the Secrets are mounted as filled in. */}}
+{{- define "sup.gatewaySettings" -}}
+{{- $gateway := .Values.gateway -}}
+{{- $section := deepCopy (default dict $gateway.settings) -}}
+{{- $url := printf "http://%s.%s.svc:%v" (include "sup.fullname" .) .Release.Namespace .Values.service.port -}}
+{{- $defaults := dict "sup_url" $url "host_key_secret" (required "gateway.hostKeySecret.name is required (a Secret holding the gateway's host key)" $gateway.hostKeySecret.name) "host_key_file" "/etc/sup/gateway/ssh_host_ed25519_key" "token_file" "/etc/sup/gateway-token/token" -}}
+{{- $section = merge $section $defaults -}}
+{{- $keyDir := dir $section.host_key_file -}}
+{{- $tokenDir := dir $section.token_file -}}
+{{- if eq $keyDir $tokenDir -}}
+{{- fail (printf "gateway.settings: host_key_file and token_file must be in different directories (each is a Secret mounted there), both are in %s" $keyDir) -}}
+{{- end -}}
+{{- range $taken := list "/etc/sup/config" "/tmp" -}}
+{{- if or (eq $keyDir $taken) (eq $tokenDir $taken) -}}
+{{- fail (printf "gateway.settings: host_key_file and token_file may not be in %s (the gateway pod mounts something else there)" $taken) -}}
+{{- end -}}
+{{- end -}}
+{{- toYaml $section -}}
+{{- end -}}
+
+{{/* The gateway's own SUP_CONFIG: its section and `log` only. Not SUP's ConfigMap: with `ldap` or
+`keycloak` there, the settings would want secrets the gateway has no business holding. */}}
+{{- define "sup.gatewayConfig" -}}
+{{- $config := dict "gateway" (include "sup.gatewaySettings" . | fromYaml) -}}
+{{- with (default dict .Values.config).log -}}
+{{- $_ := set $config "log" (deepCopy .) -}}
+{{- end -}}
+{{- toYaml $config -}}
 {{- end -}}
