@@ -24,6 +24,7 @@ from sup.gateway_server.routes import NoRoute, PersonRoute, PodRoute, SupUnavail
 if TYPE_CHECKING:
     from sup.gateway_server.server import Gateway
 
+STALE_AWAKE_SECONDS = 3.0  # a pod said awake that does not answer this long is woken
 log = logging.getLogger(__name__)
 
 
@@ -167,23 +168,29 @@ class GatewayConnection(asyncssh.SSHServer):
             started = time.monotonic()
             timeout = gateway.settings.wake_timeout_seconds
             current = await self._current(pod, username)
-            if not current.awake:
-                try:
-                    await gateway.api.wake(current)
-                except SupUnavailable as exc:
-                    log.warning("waking %s %s failed: %s", current.kind, current.owner, exc)
-                    raise asyncssh.ChannelOpenError(
-                        asyncssh.OPEN_CONNECT_FAILED, texts.cannot_wake()
-                    ) from None
-                gateway.routes.forget(username)
+            deadline = started + timeout
             host, port = gateway.address(current)
-            side = await connect_pod(host, port, started + timeout, timeout)
+            woke = not current.awake
+            if woke:
+                await self._wake(current, username)
+                side = await connect_pod(host, port, deadline, timeout)
+            else:
+                try:
+                    first = min(deadline, time.monotonic() + STALE_AWAKE_SECONDS)
+                    side = await connect_pod(host, port, first, timeout)
+                except asyncssh.ChannelOpenError:
+                    # The route said awake (cached for route_cache_seconds, or a sleep raced it) but
+                    # nothing answers: ask SUP to wake it (a read when it is up) and wait as for a
+                    # sleeping pod.
+                    woke = True
+                    await self._wake(current, username)
+                    side = await connect_pod(host, port, deadline, timeout)
         except BaseException:
             gateway.sessions.release(username)
             raise
         elapsed = time.monotonic() - started
         metrics.CONNECT_SECONDS.observe(elapsed)
-        if not current.awake:
+        if woke:
             metrics.WAKE_SECONDS.observe(elapsed)
         ticket: int | None = None
 
@@ -197,6 +204,14 @@ class GatewayConnection(asyncssh.SSHServer):
         self._tunnels.add(tunnel)
         ticket = gateway.tunnel_opened(current, username, self.source, tunnel.buffered)
         return tunnel
+
+    async def _wake(self, pod: PodRoute, username: str) -> None:
+        try:
+            await self._gateway.api.wake(pod)
+        except SupUnavailable as exc:
+            log.warning("waking %s %s failed: %s", pod.kind, pod.owner, exc)
+            raise asyncssh.ChannelOpenError(asyncssh.OPEN_CONNECT_FAILED, texts.cannot_wake()) from None
+        self._gateway.routes.forget(username)
 
     async def _current(self, pod: PodRoute, username: str) -> PodRoute:
         """The pod as SUP sees it now (awake or not), within the route cache's time. A person

@@ -17,6 +17,7 @@ import asyncssh
 from sup.gateway_server import metrics, texts
 
 RETRY_FIRST = 0.1  # seconds between connection attempts to a pod that is starting, doubling
+ATTEMPT_SECONDS = 2.0  # one TCP connect attempt to a pod
 RETRY_MAX = 1.0
 
 
@@ -131,7 +132,9 @@ async def connect_pod(host: str, port: int, deadline: float, timeout: float) -> 
         if remaining <= 0:
             raise asyncssh.ChannelOpenError(asyncssh.OPEN_CONNECT_FAILED, texts.did_not_start(timeout))
         try:
-            async with asyncio.timeout(remaining):
+            # A Service with no ready endpoint may drop the SYN rather than refuse it: each attempt
+            # is bounded, so that a pod that comes up is found within a retry.
+            async with asyncio.timeout(min(remaining, ATTEMPT_SECONDS)):
                 _, side = await loop.create_connection(PodSide, host, port)
             return side
         except (OSError, TimeoutError):
