@@ -98,6 +98,8 @@ def plan(
             version = have.resource_version
             if not found and item.inputs is not None and version is not None:
                 VERIFIED.remember((settings.namespace, *key), item.inputs, version, item.needed)
+    if not observed.scoped:
+        VERIFIED.retain(settings.namespace, observed.objects.keys())
     retention = parse_retention(settings.pvc_retention)
     mounted = mounted_by_uid(observed)
     uids = {user.uid_number: user for user in desired.users.values()}
