@@ -47,6 +47,21 @@ class Route:
     name: str
 
 
+@dataclass(frozen=True)
+class PodRoute:
+    """A login pod a person may be tunnelled to, as SUP's routes endpoint answers it and the gateway
+    reads it: `name` is what the client asks for (`login` or a group's name); `service`,
+    `namespace`, `port` locate its Service."""
+
+    name: str
+    kind: Literal["user", "group"]
+    owner: str
+    service: str
+    namespace: str
+    port: int
+    awake: bool
+
+
 class RefusalReason(StrEnum):
     UNKNOWN = "unknown"  # no such person in the store
     INACTIVE = "inactive"  # suspended or deactivated

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from sup.config import Settings
-from sup.domain.gateway import Refusal, RefusalReason, Route, reachable
+from sup.domain.gateway import PodRoute, Refusal, RefusalReason, Route, reachable
 from sup.errors import NotFound
 from sup.gateway import state
 from sup.store.audit import Actor, record
@@ -28,23 +28,10 @@ _PROBE = "SHA256:probe"  # a key the routes answer does not check (the gateway c
 
 
 @dataclass(frozen=True)
-class Pod:
-    """One login pod a person may reach, and where its sshd answers."""
-
-    name: str  # what the client names: "login" for the own pod, else the group's name
-    kind: Literal["user", "group"]
-    owner: str
-    service: str
-    namespace: str
-    port: int
-    awake: bool
-
-
-@dataclass(frozen=True)
 class Routes:
     username: str
     fingerprints: list[str]
-    pods: list[Pod]
+    pods: list[PodRoute]
 
 
 def routes(session: Session, settings: Settings, username: str) -> Routes | Refusal:
@@ -66,10 +53,10 @@ def routes(session: Session, settings: Settings, username: str) -> Routes | Refu
     return Routes(person.username, sorted(person.fingerprints), pods)
 
 
-def _pod(route: Route, namespace: str, port: int, awake: bool) -> Pod:
+def _pod(route: Route, namespace: str, port: int, awake: bool) -> PodRoute:
     owner = Owner(route.kind, route.name)
     name = "login" if route.kind == "user" else route.name
-    return Pod(name, route.kind, route.name, owner.login, namespace, port, awake)
+    return PodRoute(name, route.kind, route.name, owner.login, namespace, port, awake)
 
 
 def pod_exists(session: Session, settings: Settings, pod: Route) -> bool:

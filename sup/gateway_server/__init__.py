@@ -14,7 +14,8 @@ of role `gateway`.
 
 from __future__ import annotations
 
-from sup.gateway_server.routes import NoRoute, PersonRoute, PodRoute, SupApi
+from sup.domain.gateway import PodRoute
+from sup.gateway_server.routes import NoRoute, PersonRoute, SupApi
 from sup.gateway_server.server import Gateway, PodAddress, template_address
 
 __all__ = ["Gateway", "NoRoute", "PersonRoute", "PodAddress", "PodRoute", "SupApi", "template_address"]

@@ -16,10 +16,11 @@ from typing import TYPE_CHECKING, Any
 
 import asyncssh
 
+from sup.domain.gateway import PodRoute
 from sup.gateway_server import metrics, texts
 from sup.gateway_server.limits import Verdict
 from sup.gateway_server.relay import Tunnel, connect_pod
-from sup.gateway_server.routes import NoRoute, PersonRoute, PodRoute, SupUnavailable
+from sup.gateway_server.routes import NoRoute, PersonRoute, SupUnavailable
 
 if TYPE_CHECKING:
     from sup.gateway_server.server import Gateway

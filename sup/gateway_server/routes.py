@@ -14,10 +14,12 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 from urllib.parse import quote
 
 import httpx
+
+from sup.domain.gateway import PodRoute
 
 log = logging.getLogger(__name__)
 
@@ -27,20 +29,6 @@ CACHE_ENTRIES = 10_000  # a scan with many names must not grow the cache without
 
 class SupUnavailable(Exception):
     """SUP did not answer as the contract says (down, 5xx, a malformed body)."""
-
-
-@dataclass(frozen=True)
-class PodRoute:
-    """A login pod the person may be tunnelled to: `name` is what the client asks for (`login` or a
-    group's name); `service`, `namespace`, `port` locate its Service."""
-
-    name: str
-    kind: Literal["user", "group"]
-    owner: str
-    service: str
-    namespace: str
-    port: int
-    awake: bool
 
 
 @dataclass(frozen=True)

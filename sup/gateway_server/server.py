@@ -21,10 +21,11 @@ from typing import Any
 import asyncssh
 
 from sup.config.gateway import GatewaySettings
+from sup.domain.gateway import PodRoute
 from sup.gateway_server import metrics
 from sup.gateway_server.connection import GatewayConnection
 from sup.gateway_server.limits import Admission, EventBudget, SessionCounts
-from sup.gateway_server.routes import GatewayApi, PodRoute, RouteCache, SupUnavailable
+from sup.gateway_server.routes import GatewayApi, RouteCache, SupUnavailable
 
 log = logging.getLogger(__name__)
 
