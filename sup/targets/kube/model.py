@@ -4,7 +4,7 @@ changes a plan holds."""
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from sup.targets.base import Change
@@ -68,10 +68,6 @@ class Wanted:
     ) -> Wanted:
         """An object the memo knows to be in sync: nothing rendered, nothing to compare."""
         return cls(kind, owner, b"", inputs, verified, claim)
-
-    def with_manifest(self, manifest: Manifest) -> Wanted:
-        """This object rendered as `manifest` instead (what it requires unchanged)."""
-        return replace(self, packed=pack_json(manifest))
 
     @property
     def manifest(self) -> Manifest:

@@ -107,9 +107,7 @@ class Renderer:
         return [
             self._render(NETWORK_POLICY, NETWORK_POLICY_TEMPLATE, owner, context, names.LOGIN, claim=claim),
             self._render(SERVICE, SERVICE_TEMPLATE, owner, context, names.LOGIN, claim=claim),
-            _sleeping(
-                self._render(WORKLOAD, USER_WORKLOAD, owner, context, names.LOGIN, claim=claim), asleep
-            ),
+            self._render(WORKLOAD, USER_WORKLOAD, owner, context, names.LOGIN, claim=claim, asleep=asleep),
         ]
 
     def group_login(
@@ -133,7 +131,7 @@ class Renderer:
         return [
             self._render(NETWORK_POLICY, NETWORK_POLICY_TEMPLATE, owner, context, names.GROUP_LOGIN),
             self._render(SERVICE, SERVICE_TEMPLATE, owner, context, names.GROUP_LOGIN),
-            _sleeping(self._render(WORKLOAD, GROUP_WORKLOAD, owner, context, names.GROUP_LOGIN), asleep),
+            self._render(WORKLOAD, GROUP_WORKLOAD, owner, context, names.GROUP_LOGIN, asleep=asleep),
         ]
 
     def login_config(self, owner: names.Owner, files: LoginFiles) -> Wanted:
@@ -164,7 +162,11 @@ class Renderer:
         *,
         claim: str = "",
         uid: int | None = None,
+        asleep: bool = False,
     ) -> Wanted:
+        """`asleep`: a login StatefulSet of a pod that sleeps gets no replica; an awake one keeps the
+        template's (1). Only `replicas` changes: the pod template, and so the pod woken later, is
+        the same."""
         context = {
             "namespace": self.namespace,
             "owner": {"kind": owner.kind, "name": owner.name, "key": owner.key},
@@ -194,18 +196,10 @@ class Renderer:
         ):
             raise TemplateError(f"template {template} must render one {api_version} {api_kind}")
         manifest = _prune(manifest)
+        if asleep:
+            manifest.setdefault("spec", {})["replicas"] = 0
         _own(manifest, kind, owner, component, self.namespace, claim, uid)
         return Wanted.rendered(kind, owner, manifest, claim=claim if kind == PVC else "")
-
-
-def _sleeping(workload: Wanted, asleep: bool) -> Wanted:
-    """A login StatefulSet of a pod that sleeps has no replica; an awake one keeps the template's (1).
-    Only `replicas` changes: the pod template, and so the pod woken later, is the same."""
-    if not asleep:
-        return workload
-    manifest = workload.manifest  # a copy (model.Wanted): changed, then packed anew
-    manifest.setdefault("spec", {})["replicas"] = 0
-    return workload.with_manifest(manifest)
 
 
 def _fingerprint(settings: KubeSettings, search: list[str]) -> str:
