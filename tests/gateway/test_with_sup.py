@@ -22,6 +22,7 @@ import yaml
 
 from sup.gateway_server import PodRoute
 from sup.targets.kube.names import Owner
+from tests.e2e.stack import wait_until
 from tests.gateway.conftest import Person
 from tests.support.cli import run_sup, sup_env
 from tests.support.gateway_runner import RunningGateway
@@ -50,16 +51,6 @@ class Site:
         response.raise_for_status()
         items: list[dict[str, Any]] = response.json()["items"]
         return items
-
-
-def wait_for(predicate: Callable[[], Any], what: str, timeout: float = 60) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @pytest.fixture
@@ -118,7 +109,7 @@ def test_a_person_lands_in_their_pod_and_sup_knows_who_is_connected(
     bob: Person,
     tmp_path: Path,
 ) -> None:
-    wait_for(lambda: site.replicas("alice") == 1, "alice's login StatefulSet")
+    wait_until(lambda: site.replicas("alice") == 1, 60, "alice's login StatefulSet")
     stand_in_pod.start()
     running = gateway(route_cache_seconds=0.5)
 
@@ -134,16 +125,16 @@ def test_a_person_lands_in_their_pod_and_sup_knows_who_is_connected(
     client = SshClient(tmp_path, alice.key, running.port)
     held = client.popen("-J", client.jump("alice"), "root@login", "sleep 30")
     try:
-        sessions = wait_for(
-            lambda: site.admin.get("/api/v1/gateway/sessions").json(), "alice's session in SUP"
-        )
+        wait_until(lambda: bool(site.admin.get("/api/v1/gateway/sessions").json()), 60, "alice's session")
+        sessions = site.admin.get("/api/v1/gateway/sessions").json()
         assert [(s["kind"], s["name"], s["username"]) for s in sessions] == [("user", "alice", "alice")]
         assert sessions[0]["source"].startswith("127.0.0.1:")
     finally:
         held.kill()
         held.wait()
 
-    audit = wait_for(lambda: len(site.audit()) >= 2 and site.audit(), "the gateway's audit entries")
+    wait_until(lambda: len(site.audit()) >= 2, 60, "the gateway's audit entries")
+    audit = site.audit()
     seen = {(e["action"], e["resource_name"], (e["after"] or {}).get("reason")) for e in audit}
     assert ("login", "alice", None) in seen
     assert ("refused", "alice", "wrong_key") in seen
@@ -164,7 +155,7 @@ def test_an_idle_pod_sleeps_and_the_next_connection_wakes_it(
     alice: Person,
     tmp_path: Path,
 ) -> None:
-    wait_for(lambda: site.replicas("alice") == 1, "alice's login StatefulSet")
+    wait_until(lambda: site.replicas("alice") == 1, 60, "alice's login StatefulSet")
     # A full pass first sees the pods (in use from then on), the next one after idle_seconds (1)
     # with nobody connected puts them to sleep.
     for _ in range(2):
