@@ -46,6 +46,17 @@ class Site:
             found = api.get(f"/apis/apps/v1/namespaces/{self.namespace}/statefulsets/{name}")
         return None if found is None else int(found["spec"].get("replicas", 1))
 
+    def reconcile_kube(self, timeout: float = 120) -> None:
+        """POST /reconcile for the Kubernetes target, waiting while another pass holds the lock
+        (409): `sup serve` runs its own passes, e.g. after the users were created."""
+        deadline = time.monotonic() + timeout
+        while True:
+            applied = self.admin.post("/api/v1/reconcile", json={"targets": ["kube"]})
+            if applied.status_code != 409 or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        assert applied.status_code == 200, applied.text
+
     def audit(self) -> list[dict[str, Any]]:
         response = self.admin.get("/api/v1/audit", params={"resource_type": "gateway", "limit": 100})
         response.raise_for_status()
@@ -159,8 +170,7 @@ def test_an_idle_pod_sleeps_and_the_next_connection_wakes_it(
     # A full pass first sees the pods (in use from then on), the next one after idle_seconds (1)
     # with nobody connected puts them to sleep.
     for _ in range(2):
-        applied = site.admin.post("/api/v1/reconcile", json={"targets": ["kube"]})
-        assert applied.status_code == 200, applied.text
+        site.reconcile_kube()
         time.sleep(1.5)
     assert site.replicas("alice") == 0
     assert site.replicas("bob") == 0
