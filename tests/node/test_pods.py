@@ -167,6 +167,30 @@ def test_a_service_reaches_its_pod_from_the_host_and_from_a_pod(
     )
 
 
+def test_a_pod_finds_a_service_by_its_name_through_the_cluster_dns(
+    kube_cluster: KubeCluster, namespace: str, run_pod: RunPod
+) -> None:
+    """CoreDNS answers pods for Services (`NAME.NAMESPACE.svc`, as the SSH gateway finds login pods)
+    and forwards other names to the host's resolvers."""
+    _pod_ip, cluster_ip = _web(kube_cluster, namespace, run_pod)
+    run_pod(namespace, name="client")
+    resolv = kube_cluster.exec(namespace, "client", ["cat", "/etc/resolv.conf"]).stdout
+    assert f"nameserver {kube_cluster.node_ip}" in resolv
+    assert f"search {namespace}.svc.cluster.local svc.cluster.local cluster.local" in resolv
+
+    looked_up = kube_cluster.exec(namespace, "client", ["nslookup", f"web.{namespace}.svc.cluster.local"])
+    assert looked_up.returncode == 0, looked_up.stdout + looked_up.stderr
+    assert f"Address: {cluster_ip}" in looked_up.stdout
+    fetched = kube_cluster.wait_for(
+        lambda: _fetch_from(kube_cluster, namespace, "client", f"web.{namespace}.svc", 80),
+        "the Service by its short name from a pod",
+        30,
+    )
+    assert fetched == "hello from the test pod\n"
+    unknown = kube_cluster.exec(namespace, "client", ["nslookup", f"nothing.{namespace}.svc.cluster.local"])
+    assert unknown.returncode != 0 and cluster_ip not in unknown.stdout
+
+
 def test_network_policy_is_enforced(kube_cluster: KubeCluster, namespace: str, run_pod: RunPod) -> None:
     pod_ip, _cluster_ip = _web(kube_cluster, namespace, run_pod)
     run_pod(namespace, name="friend", labels={"role": "friend"})

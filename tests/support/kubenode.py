@@ -2,15 +2,17 @@
 
 etcd + kube-apiserver (tests/support/kubeapi.py, with the flags a cluster with nodes needs),
 kube-controller-manager, kube-scheduler, containerd + runc, the kubelet, a CNI bridge, kube-proxy
-(iptables) and kube-router (NetworkPolicy only). The recipe and its measurements are in
-../shared/notes/real-cluster.md; the binaries and the pause image are built once by
+(iptables), kube-router (NetworkPolicy only) and CoreDNS (the cluster's DNS). The recipe and its
+measurements are in ../shared/notes/real-cluster.md; the binaries and the pause image are built once by
 scripts/build-kube-node into ${SUP_CACHE_DIR:-~/.cache/sup} (scripts/setup --servers runs it).
 
 The node's address is the host's address on the pod bridge (`node_ip` == `pod_gateway`): the fixture
 makes the bridge itself before the kubelet starts, so pods reach whatever listens on the host's
 0.0.0.0 (slurmctld, PostgreSQL) at `pod_gateway`, and nothing of the cluster listens on the host's
 external interfaces except kube-apiserver (0.0.0.0, so pods reach it through the `kubernetes`
-Service). There is no cluster DNS: pods use the host's resolv.conf; address services by ClusterIP.
+Service). CoreDNS listens on the node's address, port 53, and the kubelet gives pods that address:
+in a pod `login-KEY.NAMESPACE.svc` resolves as in any cluster; the host itself (the tests) does not
+use it, so tests address Services by ClusterIP.
 
 Host-wide state (iptables chains, ipsets, sysctls, cgroups, the bridge, netns, mounts) can only
 belong to one cluster at a time: a lock file makes a second cluster on the machine wait for the first.
@@ -50,6 +52,7 @@ NODE_NAME = "sup-test-node"
 BRIDGE = "supbr0"
 SERVICE_CIDR = "10.96.0.0/16"
 KUBERNETES_SERVICE_IP = "10.96.0.1"
+CLUSTER_DOMAIN = "cluster.local"
 STORAGE_CLASS = "sup-local"
 LOCK_FILE = Path(tempfile.gettempdir()) / "sup-kube-cluster.lock"
 CNI_BIN_DIR = "/usr/lib/cni"
@@ -61,8 +64,8 @@ class KubeClusterUnavailable(RuntimeError):
 
 
 def node_binaries() -> dict[str, Path]:
-    """kubelet, kube-controller-manager, kube-scheduler, kube-proxy, kubectl, kube-router and
-    pause.oci.tar, as cached by scripts/build-kube-node (which takes minutes, so fixtures do not)."""
+    """kubelet, kube-controller-manager, kube-scheduler, kube-proxy, kubectl, kube-router, coredns
+    and pause.oci.tar, as cached by scripts/build-kube-node (which takes minutes, so fixtures do not)."""
     result = subprocess.run(
         [str(BUILD_SCRIPT), "--cached-only"], capture_output=True, text=True, timeout=60, check=False
     )
@@ -88,6 +91,15 @@ def _missing_host_tools() -> list[str]:
         if not Path(CNI_BIN_DIR, p).exists()
     ]
     return missing
+
+
+def _host_nameservers() -> list[str]:
+    """The host's resolvers, from /etc/resolv.conf (none: CoreDNS answers cluster names only)."""
+    try:
+        lines = Path("/etc/resolv.conf").read_text().splitlines()
+    except OSError:
+        return []
+    return [line.split()[1] for line in lines if line.startswith("nameserver") and len(line.split()) > 1]
 
 
 def _free_subnet() -> ipaddress.IPv4Network:
@@ -325,6 +337,7 @@ class KubeCluster:
             self._start_containerd(timeout)
             self.import_image(self.binaries["pause.oci.tar"])
             self._start_control_plane()
+            self._start_coredns(timeout)
             self._start_kubelet()
             self._start_kube_proxy()
             self.wait_for(self._node_ready, "the node to be Ready", timeout)
@@ -568,6 +581,8 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
             # see __init__: how fast mounted ConfigMap/Secret updates reach pods
             "syncFrequency": self.sync_frequency,
             "serializeImagePulls": False,
+            "clusterDNS": [self.node_ip],
+            "clusterDomain": CLUSTER_DOMAIN,
             "registerNode": True,
         }
         path = self.root / "kubelet.yaml"
@@ -585,6 +600,37 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
                 "--v=0",
             ],
         )
+
+    def _start_coredns(self, timeout: float) -> None:
+        """The cluster's DNS on the node's address, port 53 (a kubelet hands pods an address, no
+        port): Services' and pods' names from the API server, any other name forwarded to the
+        host's resolvers. No cache: a Service a test has just made resolves at once."""
+        ready_port = free_port()
+        forward = "    forward . /etc/resolv.conf\n" if _host_nameservers() else ""
+        corefile = self.root / "Corefile"
+        corefile.write_text(
+            ".:53 {\n"
+            f"    bind {self.node_ip}\n"
+            "    errors\n"
+            f"    ready 127.0.0.1:{ready_port}\n"
+            f"    kubernetes {CLUSTER_DOMAIN} in-addr.arpa ip6.arpa {{\n"
+            f"        kubeconfig {self.kubeconfig}\n"
+            "        fallthrough in-addr.arpa ip6.arpa\n"
+            "    }\n"
+            f"{forward}"
+            "}\n"
+        )
+        process = self._spawn("coredns", [str(self.binaries["coredns"]), "-conf", str(corefile)])
+
+        def ready() -> bool:
+            if process.poll() is not None:
+                raise KubeClusterUnavailable(f"coredns exited: {self.log('coredns')}")
+            try:
+                return httpx.get(f"http://127.0.0.1:{ready_port}/ready", timeout=2).status_code == 200
+            except httpx.HTTPError:
+                return False
+
+        self.wait_for(ready, "CoreDNS", timeout)
 
     def _start_kube_proxy(self) -> None:
         config = {
@@ -672,7 +718,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
         if self._api is not None and self._running("kubelet"):
             with contextlib.suppress(httpx.HTTPError, ApiError):
                 self._delete_pods()
-        for name in ("kube-router", "kube-proxy", "kubelet"):
+        for name in ("kube-router", "kube-proxy", "kubelet", "coredns"):
             stop_process(self.processes.get(name), timeout=10)
         if "kube-router" in self.processes:
             self._cleanup("kube-router", [*self._kube_router_argv(), "--cleanup-config"])
