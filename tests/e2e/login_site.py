@@ -51,6 +51,42 @@ def new_person(directory: Path, name: str, suffix: str = "") -> Person:
     return Person(name, key)
 
 
+class Through:
+    """OpenSSH's client through the gateway (`ssh -J`, `scp -J`) with one person's key only."""
+
+    def __init__(
+        self, directory: Path, person: Person, gateway_port: int, gateway_host: str = "127.0.0.1"
+    ) -> None:
+        self.jump = f"{person.name}@{gateway_host}:{gateway_port}"
+        self.config = directory / f"ssh_config-{person.name}-{time.monotonic_ns()}"
+        self.config.write_text(
+            "Host *\n"
+            f"    IdentityFile {person.key}\n"
+            "    IdentitiesOnly yes\n"
+            "    IdentityAgent none\n"
+            f"    UserKnownHostsFile {directory / f'known_hosts-{person.name}'}\n"
+            "    StrictHostKeyChecking accept-new\n"
+            "    BatchMode yes\n"
+            "    ConnectTimeout 90\n"
+            "    LogLevel ERROR\n"
+        )
+
+    def ssh(self, user: str, command: str, pod: str = "login") -> subprocess.CompletedProcess[str]:
+        argv = ["ssh", "-F", str(self.config), "-J", self.jump, f"{user}@{pod}", command]
+        return subprocess.run(argv, capture_output=True, text=True, timeout=180, check=False)
+
+    def popen(self, user: str, command: str, pod: str = "login") -> subprocess.Popen[bytes]:
+        """A session held open while `command` runs (the caller kills it)."""
+        argv = ["ssh", "-F", str(self.config), "-J", self.jump, f"{user}@{pod}", command]
+        return subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+
+    def scp(self, *paths: str) -> subprocess.CompletedProcess[str]:
+        argv = ["scp", "-F", str(self.config), "-J", self.jump, *paths]
+        return subprocess.run(argv, capture_output=True, text=True, timeout=180, check=False)
+
+
 @dataclass
 class LoginSite:
     stack: Stack

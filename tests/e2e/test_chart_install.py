@@ -35,7 +35,7 @@ import yaml
 from sup.store.migrate import head_revision
 from sup.targets.kube.names import USER_LABEL
 from sup.targets.kube.names import key as object_key
-from tests.e2e.login_site import Person, new_person
+from tests.e2e.login_site import SSH_FAILED, Person, Through, new_person
 from tests.support.helm import CHART, helm
 from tests.support.images import SUP_IMAGE, ImagesUnavailable, build_images
 from tests.support.kubenode import KUBERNETES_SERVICE_IP, KubeCluster
@@ -251,6 +251,71 @@ def diagnose(kube_cluster: KubeCluster, namespace: str) -> str:
     return "\n".join(shown)
 
 
+CONNECT = """
+import socket, sys
+try:
+    socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=5).close()
+except OSError:
+    print("refused")
+else:
+    print("connected")
+"""
+
+
+@dataclass
+class InstalledGateway:
+    node_port: int
+    exec: Callable[..., str]  # a command in one of the gateway's pods, its stdout
+
+
+def gateway_on(
+    kube_cluster: KubeCluster,
+    helm_binary: str,
+    release: str,
+    namespace: str,
+    values_file: Path,
+    in_sup_pod: Callable[..., str],
+    directory: Path,
+) -> InstalledGateway:
+    """What the chart's values.yaml says an operator does to turn the gateway on: its host key made
+    once into a Secret, a token of role `gateway` from SUP into another, `helm upgrade` with
+    gateway.enabled. The gateway finds login pods by their Services' DNS names (the test cluster's
+    CoreDNS)."""
+    key = directory / "gateway_host_key"
+    subprocess.run(
+        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "sup-gateway", "-f", str(key)], check=True
+    )
+    token = in_sup_pod("sup", "token", "create", "--name", "gateway", "--role", "gateway").strip()
+    for name, data in (("sup-gateway-host-key", {"ssh_host_ed25519_key": key.read_text()}),
+                       ("sup-gateway-token", {"token": token})):  # fmt: skip
+        kube_cluster.api.create(
+            f"/api/v1/namespaces/{namespace}/secrets", {"metadata": {"name": name}, "stringData": data}
+        )
+    key.unlink()
+    settings = yaml.safe_load(values_file.read_text())
+    settings["gateway"] = {
+        "enabled": True,
+        "replicaCount": 1,
+        "settings": {"workers": 1},
+        "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}},
+    }
+    values_file.write_text(yaml.safe_dump(settings))
+    kubeconfig = ["--kubeconfig", str(kube_cluster.kubeconfig)]
+    result = helm(
+        helm_binary, "upgrade", release, str(CHART), "--namespace", namespace, *kubeconfig,
+        "--values", str(values_file), "--wait", "--timeout", "300s", timeout=330,
+    )  # fmt: skip
+    assert result.returncode == 0, f"{result.stdout}{result.stderr}\n{diagnose(kube_cluster, namespace)}"
+    name = f"{release}-gateway"
+    service = kube_cluster.api.get(f"/api/v1/namespaces/{namespace}/services/{name}")
+    assert service is not None and service["spec"]["type"] == "NodePort"
+
+    def exec_in_gateway(*argv: str) -> str:
+        return kube_cluster.kubectl("-n", namespace, "exec", f"deploy/{name}", "--", *argv).stdout
+
+    return InstalledGateway(int(service["spec"]["ports"][0]["nodePort"]), exec_in_gateway)
+
+
 def migrated_revision(database: PodDatabase) -> str | None:
     """The database's Alembic revision; None before any migration."""
     with psycopg.connect(database.server.url(DATABASE).replace("+psycopg", "")) as connection:
@@ -399,6 +464,46 @@ def test_the_chart_installed_with_helm_runs_sup_which_provisions_a_person_who_lo
             f"/api/v1/namespaces/{users}/persistentvolumeclaims", f"{USER_LABEL}={object_key('alice')}"
         )
         (home,) = [c["metadata"]["name"] for c in claims]
+
+        # --- the SSH gateway, turned on later by `helm upgrade` as docs/ssh-gateway.md says: its host
+        # key and a `gateway` token in Secrets first, then one address for every login pod
+        gateway = gateway_on(kube_cluster, helm_binary, release, namespace, values_file, in_pod, tmp_path)
+        through = Through(tmp_path, alice, gateway.node_port, kube_cluster.node_ip)
+
+        def landed() -> str | None:
+            result = through.ssh("alice", "id -un; hostname")
+            return result.stdout if result.returncode == 0 else None
+
+        started = time.monotonic()
+        printed = wait(landed, "alice's ssh -J through the gateway's NodePort", 90)
+        print(f"after helm upgrade with the gateway: ssh -J landed in {time.monotonic() - started:.1f} s")
+        assert printed.split() == [
+            "alice",
+            "login-alice-0",
+        ]
+        stranger = new_person(tmp_path, "alice", "-other")  # alice's name, a key SUP does not know
+        refused = Through(tmp_path, stranger, gateway.node_port, kube_cluster.node_ip).ssh("alice", "id")
+        assert refused.returncode == SSH_FAILED and "Permission denied" in refused.stderr
+        # who is connected, as SUP's API shows it while a session is held through the gateway
+        held = through.popen("alice", "sleep 30")
+        try:
+            sessions = wait(
+                lambda: httpx.get(f"{sup_url}/api/v1/gateway/sessions", headers=headers, timeout=5).json(),
+                "alice's session in SUP's sessions list",
+                60,
+            )
+            assert [(s["kind"], s["name"], s["username"]) for s in sessions] == [("user", "alice", "alice")]
+        finally:
+            held.kill()
+            held.wait()
+        # the NetworkPolicies kube-router enforces: the chart's admits the gateway's pods to sshd,
+        # SUP's own pod (not a gateway, not in ssh_sources) stays out
+        login_ip, ssh_port = (
+            login_service["spec"]["clusterIP"],
+            str(login_service["spec"]["ports"][0]["port"]),
+        )
+        assert gateway.exec("python", "-c", CONNECT, login_ip, ssh_port).strip() == "connected"
+        assert in_pod("python", "-c", CONNECT, login_ip, ssh_port).strip() == "refused"
 
         # --- helm uninstall: SUP and its rights go, the users' namespace and the home stay
         result = helm(helm_binary, "uninstall", release, "--namespace", namespace, *kubeconfig, "--wait")
