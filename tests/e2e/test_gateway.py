@@ -6,76 +6,64 @@ the cluster."""
 
 from __future__ import annotations
 
-import subprocess
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from sup.gateway_server import PodRoute
-from tests.e2e.login_site import SSH_FAILED, LoginSite, Person, new_person
+from tests.e2e.login_site import SSH_FAILED, LoginSite, Through, new_person
 from tests.support.gateway_runner import RunningGateway, write_host_key
-from tests.support.kubenode import KubeCluster
 
-
-class Through:
-    """OpenSSH's client through the gateway (`ssh -J`, `scp -J`) with one person's key only."""
-
-    def __init__(self, directory: Path, person: Person, gateway_port: int) -> None:
-        self.jump = f"{person.name}@127.0.0.1:{gateway_port}"
-        self.config = directory / f"ssh_config-{person.name}-{time.monotonic_ns()}"
-        self.config.write_text(
-            "Host *\n"
-            f"    IdentityFile {person.key}\n"
-            "    IdentitiesOnly yes\n"
-            "    IdentityAgent none\n"
-            f"    UserKnownHostsFile {directory / f'known_hosts-{person.name}'}\n"
-            "    StrictHostKeyChecking accept-new\n"
-            "    BatchMode yes\n"
-            "    ConnectTimeout 90\n"
-            "    LogLevel ERROR\n"
-        )
-
-    def ssh(self, user: str, command: str, pod: str = "login") -> subprocess.CompletedProcess[str]:
-        argv = ["ssh", "-F", str(self.config), "-J", self.jump, f"{user}@{pod}", command]
-        return subprocess.run(argv, capture_output=True, text=True, timeout=180, check=False)
-
-    def scp(self, *paths: str) -> subprocess.CompletedProcess[str]:
-        argv = ["scp", "-F", str(self.config), "-J", self.jump, *paths]
-        return subprocess.run(argv, capture_output=True, text=True, timeout=180, check=False)
+GatewaySite = tuple[LoginSite, RunningGateway]
 
 
 @pytest.fixture
-def gateway_site(
-    make_login_site: Callable[..., LoginSite], kube_cluster: KubeCluster, tmp_path: Path
-) -> Iterator[tuple[LoginSite, RunningGateway]]:
-    site = make_login_site()
-    site.stack.config["gateway"] = {"idle_seconds": 1, "heartbeat_seconds": 1, "wake_timeout_seconds": 150}
-    site.start(host="0.0.0.0")
-    assert site.server is not None
-    token = site.stack.token("gateway")["Authorization"].removeprefix("Bearer ")
+def make_gateway_site(
+    make_login_site: Callable[..., LoginSite], tmp_path: Path
+) -> Iterator[Callable[..., GatewaySite]]:
+    """Factory: make_gateway_site(pod_security=..., gateway={...}, **kube) -> (a started login site
+    whose SUP sleeps idle pods, the gateway in this process in front of it)."""
+    gateways: list[RunningGateway] = []
 
-    def at_service(pod: PodRoute) -> tuple[str, int]:
-        return site.service_ip(pod.service), pod.port
+    def make(
+        pod_security: str = "restricted", gateway: dict[str, Any] | None = None, **kube: Any
+    ) -> GatewaySite:
+        site = make_login_site(pod_security=pod_security, **kube)
+        site.stack.config["gateway"] = {
+            "idle_seconds": 1,
+            "heartbeat_seconds": 1,
+            "wake_timeout_seconds": 150,
+        }
+        site.start(host="0.0.0.0")
+        assert site.server is not None
+        token = site.stack.token("gateway")["Authorization"].removeprefix("Bearer ")
 
-    gateway = RunningGateway(
-        site.server.url,
-        write_host_key(tmp_path / "gateway_host_key"),
-        token=token,
-        address=at_service,
-        wake_timeout_seconds=150,
-    )
-    try:
-        yield site, gateway
-    finally:
-        gateway.stop()
+        def at_service(pod: PodRoute) -> tuple[str, int]:
+            return site.service_ip(pod.service), pod.port
+
+        running = RunningGateway(
+            site.server.url,
+            write_host_key(tmp_path / f"gateway_host_key-{len(gateways)}"),
+            token=token,
+            address=at_service,
+            **{"wake_timeout_seconds": 150, **(gateway or {})},
+        )
+        gateways.append(running)
+        return site, running
+
+    yield make
+    for running in gateways:
+        running.stop()
 
 
 def test_through_the_gateway_to_their_own_pod_then_asleep_and_woken_with_the_home_kept(
-    gateway_site: tuple[LoginSite, RunningGateway], tmp_path: Path
+    make_gateway_site: Callable[..., GatewaySite], tmp_path: Path
 ) -> None:
-    site, gateway = gateway_site
+    site, gateway = make_gateway_site()
     alice, bob = new_person(site.directory, "alice"), new_person(site.directory, "bob")
     site.add(alice)
     site.add(bob)
@@ -115,3 +103,85 @@ def test_through_the_gateway_to_their_own_pod_then_asleep_and_woken_with_the_hom
     assert woken.returncode == 0, woken.stderr
     assert woken.stdout.split() == ["alice", "/home/alice/kept", "/home/alice/notes.txt"]
     assert site.cluster.api.get(statefulset)["spec"]["replicas"] == 1  # type: ignore[index]
+
+
+def test_group_pod_many_sessions_kept_up_while_a_member_is_in_and_a_suspended_person_refused(
+    make_gateway_site: Callable[..., GatewaySite], tmp_path: Path
+) -> None:
+    site, gateway = make_gateway_site(
+        pod_security="baseline", group_pods=["physics"], gateway={"route_cache_seconds": 0.5}
+    )
+    alice, bob, carol = (new_person(site.directory, n) for n in ("alice", "bob", "carol"))
+    site.post("groups", {"name": "physics"})
+    site.add(alice, "physics")
+    site.add(bob, "physics")
+    site.add(carol)
+    for login in ("group-physics", "login-alice", "login-bob", "login-carol"):
+        site.wait_ready(login)
+    site.wait_ssh(alice, "group-physics")
+    site.wait_ssh(alice, "login-alice")
+    site.wait_ssh(bob, "login-bob")
+    through = {p.name: Through(tmp_path, p, gateway.port) for p in (alice, bob, carol)}
+
+    # each member lands in the group's pod as themselves; carol, not a member, gets no tunnel to it
+    for name in ("alice", "bob"):
+        landed = through[name].ssh(name, "id -un; hostname", pod="physics")
+        assert landed.returncode == 0, landed.stderr
+        assert landed.stdout.split() == [name, "group-physics-0"]
+    outside = through["carol"].ssh("carol", "id", pod="physics")
+    assert outside.returncode == SSH_FAILED
+    assert (
+        "stdio forwarding failed" in outside.stderr
+    )  # the reason shows above LogLevel ERROR (tests/gateway)
+
+    # many sessions at once, through one gateway, to own pods and the group's pod
+    runs = [("alice", "login"), ("bob", "login"), ("alice", "physics"), ("bob", "physics")] * 6
+    with ThreadPoolExecutor(len(runs)) as pool:
+        results = list(
+            pool.map(lambda run: through[run[0]].ssh(run[0], "echo $(id -un)@$(hostname)", pod=run[1]), runs)
+        )
+    failed = [(run, r.stderr[-200:]) for run, r in zip(runs, results, strict=True) if r.returncode != 0]
+    assert failed == []
+    expected = {
+        ("alice", "login"): "alice@login-alice-0",
+        ("bob", "login"): "bob@login-bob-0",
+        ("alice", "physics"): "alice@group-physics-0",
+        ("bob", "physics"): "bob@group-physics-0",
+    }
+    assert [r.stdout.strip() for r in results] == [expected[run] for run in runs]
+
+    # bob holds a session in the group's pod: SUP's passes put the idle pods to sleep, not that one
+    held = through["bob"].popen("bob", "sleep 600", pod="physics")
+    try:
+        site.cluster.wait_for(
+            lambda: [s["name"] for s in site.call("GET", "gateway/sessions").json()] == ["physics"],
+            "bob's session in SUP's sessions list",
+            60,
+        )
+        site.reconcile("kube")
+        time.sleep(1.5)
+        site.reconcile("kube")
+        assert replicas(site, "group-physics") == 1
+        assert [replicas(site, f"login-{n}") for n in ("alice", "bob", "carol")] == [0, 0, 0]
+    finally:
+        held.kill()
+        held.wait()
+    site.cluster.wait_for(
+        lambda: site.call("GET", "gateway/sessions").json() == [], "the session to leave SUP's list", 60
+    )
+    time.sleep(1.5)
+    site.reconcile("kube")
+    assert replicas(site, "group-physics") == 0
+
+    # suspended: refused at the gateway as a wrong key would be, and nothing is woken for her
+    site.patch("users/alice", {"active": False})
+    time.sleep(1)  # the gateway's route cache (0.5 s)
+    refused = through["alice"].ssh("alice", "id")
+    assert refused.returncode == SSH_FAILED and "Permission denied" in refused.stderr
+    assert replicas(site, "login-alice") in (0, None)
+
+
+def replicas(site: LoginSite, login: str) -> int | None:
+    """The login StatefulSet's replicas on the API server (None: it is gone)."""
+    found = site.cluster.api.get(f"/apis/apps/v1/namespaces/{site.namespace}/statefulsets/{login}")
+    return None if found is None else int(found["spec"]["replicas"])
