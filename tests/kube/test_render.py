@@ -159,7 +159,9 @@ def _forwarding_env(workload: dict[str, Any]) -> dict[str, str]:
         ),
     ],
 )
-def test_forwarding_settings_reach_user_and_group_pods(kube: dict[str, Any], expected: dict[str, str]) -> None:
+def test_forwarding_settings_reach_user_and_group_pods(
+    kube: dict[str, Any], expected: dict[str, str]
+) -> None:
     """The login image turns these into sshd's AllowTcpForwarding and AllowAgentForwarding."""
     renderer = Renderer(settings(**kube))
     mine = next(w for w in renderer.user_login(user("kim")) if w.kind == "workload")
