@@ -1,5 +1,6 @@
-"""The SSH gateway in process against OpenSSH's own client (`ssh -J`, `scp -J`) and a real sshd as
-the login pod; SUP's gateway API is a stand-in that keeps to the contract (tests/support/gateway_api.py).
+"""The SSH gateway in process against OpenSSH's own client (`ssh -J`, `scp -J`, `sftp -J`,
+`rsync -e 'ssh -J ...'`) and a real sshd as the login pod; SUP's gateway API is a stand-in that keeps
+to the contract (tests/support/gateway_api.py).
 
 What each test asserts is what a person sees on their terminal, and what SUP is told."""
 
@@ -246,6 +247,89 @@ def test_scp_round_trip(
     assert up.returncode == 0, up.stderr
     assert down.returncode == 0, down.stderr
     assert back.read_bytes() == original.read_bytes()
+
+
+def _files_to_copy(directory: Path) -> dict[str, bytes]:
+    """A few MiB to copy: random bytes (every byte value, no line structure) and a text file."""
+    directory.mkdir()
+    files = {"data.bin": os.urandom(3 << 20) + bytes(range(256)), "notes.txt": b"line one\nline two\n"}
+    for name, content in files.items():
+        (directory / name).write_bytes(content)
+    return files
+
+
+def test_sftp_round_trip(
+    alice: Person,
+    stand_in_pod: StandInPod,
+    route_alice: Callable[..., Any],
+    make_gateway: Callable[..., RunningGateway],
+    client_for: Client,
+    tmp_path: Path,
+) -> None:
+    """`sftp -J`: the pod's sftp subsystem through the tunnel (the gateway refuses its own)."""
+    route_alice()
+    stand_in_pod.start()
+    client = client_for(alice, make_gateway())
+    files = _files_to_copy(tmp_path / "mine")
+    remote = tmp_path / "on-the-pod"
+    back = tmp_path / "back"
+    back.mkdir()
+    batch = tmp_path / "batch"
+    batch.write_text(
+        f"mkdir {remote}\n"
+        f"put {tmp_path / 'mine' / 'data.bin'} {remote}/data.bin\n"
+        f"put {tmp_path / 'mine' / 'notes.txt'} {remote}/notes.txt\n"
+        f"ls -1 {remote}\n"
+        f"get {remote}/data.bin {back}/data.bin\n"
+        f"get {remote}/notes.txt {back}/notes.txt\n"
+    )
+
+    result = client.sftp("alice", "root@login", batch)
+
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    listed = lines[lines.index(f"sftp> ls -1 {remote}") + 1 :][:2]
+    assert listed == [f"{remote}/data.bin", f"{remote}/notes.txt"]
+    for name, content in files.items():
+        assert (remote / name).read_bytes() == content
+        assert (back / name).read_bytes() == content
+
+
+def _transferred(stats: str) -> int:
+    """`Number of regular files transferred: N` from rsync --stats."""
+    (line,) = [line for line in stats.splitlines() if line.startswith("Number of regular files transferred:")]
+    return int(line.split(":")[1].replace(",", ""))
+
+
+def test_rsync_round_trip_and_a_second_run_sends_nothing(
+    alice: Person,
+    stand_in_pod: StandInPod,
+    route_alice: Callable[..., Any],
+    make_gateway: Callable[..., RunningGateway],
+    client_for: Client,
+    tmp_path: Path,
+) -> None:
+    """`rsync -e 'ssh -J ...'`: rsync at both ends (the pod's runs over ssh), byte-identical copies,
+    and the second run finds everything in place."""
+    route_alice()
+    stand_in_pod.start()
+    client = client_for(alice, make_gateway())
+    files = _files_to_copy(tmp_path / "mine")
+    remote = tmp_path / "on-the-pod"
+    back = tmp_path / "back"
+
+    first = client.rsync("alice", "-a", "--stats", f"{tmp_path / 'mine'}/", f"root@login:{remote}/")
+    second = client.rsync("alice", "-a", "--stats", f"{tmp_path / 'mine'}/", f"root@login:{remote}/")
+    down = client.rsync("alice", "-a", f"root@login:{remote}/", f"{back}/")
+
+    assert first.returncode == 0, first.stderr
+    assert _transferred(first.stdout) == 2
+    assert second.returncode == 0, second.stderr
+    assert _transferred(second.stdout) == 0
+    assert down.returncode == 0, down.stderr
+    for name, content in files.items():
+        assert (remote / name).read_bytes() == content
+        assert (back / name).read_bytes() == content
 
 
 def _hold(client: SshClient, user: str, pod: str) -> subprocess.Popen[str]:

@@ -77,21 +77,28 @@ class LoginPod:
     # --- sshd -----------------------------------------------------------------------------------
 
     def start_user(
-        self, person: Person, home: Path, groups: tuple[int, ...] = (), mounts: dict[str, Path] | None = None
+        self,
+        person: Person,
+        home: Path,
+        groups: tuple[int, ...] = (),
+        mounts: dict[str, Path] | None = None,
+        env: dict[str, str] | None = None,
     ) -> None:
         """sshd as `person` (a user's pod: runAsUser/runAsGroup, fsGroup = gid, supplementalGroups
-        `groups`), their home mounted at their home directory, and more `mounts` (path -> host)."""
-        env = {
+        `groups`), their home mounted at their home directory, and more `mounts` (path -> host) and
+        `env` (e.g. SUP_SSH_ALLOW_TCP_FORWARDING)."""
+        variables = {
             "SUP_USER": person.name,
             "SUP_UID": str(person.uid),
             "SUP_GID": str(person.gid),
             "SUP_HOME": person.home,
             "SUP_SHELL": "/bin/bash",
             "SUP_SSH_PORT": str(self.port),
+            **(env or {}),
         }
         identity = Identity(person.uid, person.gid, (person.gid, *groups))
         volumes = {person.home: home, **(mounts or {})}
-        self._start(self.chroot.command(_ENTRYPOINT, identity=identity, env=env, mounts=volumes))
+        self._start(self.chroot.command(_ENTRYPOINT, identity=identity, env=variables, mounts=volumes))
 
     def start_group(self, group: str, gid: int, homes: Path) -> None:
         """sshd as root with only the group template's capabilities, for the group's members."""
@@ -120,7 +127,7 @@ class LoginPod:
 
     # --- clients --------------------------------------------------------------------------------
 
-    def _options(self, key: Path, strict: str) -> list[str]:
+    def options(self, key: Path, strict: str) -> list[str]:
         return [
             "-F", "/dev/null", "-i", str(key), "-o", "IdentitiesOnly=yes", "-o", "BatchMode=yes",
             "-o", f"UserKnownHostsFile={self.known_hosts}", "-o", f"StrictHostKeyChecking={strict}",
@@ -130,13 +137,13 @@ class LoginPod:
     def ssh(
         self, person: Person, key: Path, command: str, strict: str = "accept-new"
     ) -> subprocess.CompletedProcess[str]:
-        argv = ["ssh", *self._options(key, strict), "-p", str(self.port), f"{person.name}@127.0.0.1", command]
+        argv = ["ssh", *self.options(key, strict), "-p", str(self.port), f"{person.name}@127.0.0.1", command]
         return subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
 
     def scp(self, key: Path, *paths: str, legacy: bool = False) -> subprocess.CompletedProcess[str]:
         """scp between this machine and the pod (`127.0.0.1:` paths); SFTP, or the old protocol."""
         protocol = ["-O"] if legacy else []
-        argv = ["scp", *self._options(key, "accept-new"), "-P", str(self.port), *protocol, *paths]
+        argv = ["scp", *self.options(key, "accept-new"), "-P", str(self.port), *protocol, *paths]
         return subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
 
 

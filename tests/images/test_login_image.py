@@ -4,6 +4,7 @@ they `ssh` in, which keys sshd takes, what survives a restart, and the munge sid
 from __future__ import annotations
 
 import os
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -118,6 +119,31 @@ def test_scp_round_trip(pod: LoginPod, alice_home: Path, tmp_path: Path) -> None
         assert back.read_bytes() == sent.read_bytes()
 
 
+def test_rsync_round_trip_and_forwarding_as_set(pod: LoginPod, alice_home: Path, tmp_path: Path) -> None:
+    """rsync is in the image (the far end of `rsync -e ssh`); SUP_SSH_ALLOW_TCP_FORWARDING=no
+    reaches sshd: `ssh -W` through the pod is refused."""
+    key = make_key(tmp_path, "alice")
+    pod.write_maps([ALICE], {})
+    pod.authorize(ALICE, key)
+    pod.start_user(ALICE, alice_home, env={"SUP_SSH_ALLOW_TCP_FORWARDING": "no"})
+    sent = tmp_path / "sent"
+    sent.mkdir()
+    (sent / "data").write_bytes(os.urandom(100_000))
+    shell = " ".join(["ssh", *pod.options(key, "accept-new"), "-p", str(pod.port)])
+
+    up = subprocess.run(
+        ["rsync", "-a", "-e", shell, f"{sent}/", "alice@127.0.0.1:copy/"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert up.returncode == 0, up.stderr
+    assert (alice_home / "copy" / "data").read_bytes() == (sent / "data").read_bytes()
+    stdio = subprocess.run(
+        ["ssh", *pod.options(key, "accept-new"), "-p", str(pod.port), "-W", "127.0.0.1:9", "alice@127.0.0.1"],
+        input="", capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert stdio.returncode == 255 and "administratively prohibited" in stdio.stderr
+
+
 def test_group_pod_lets_each_member_in_as_themselves_and_nobody_else(pod: LoginPod, tmp_path: Path) -> None:
     keys = {person.name: make_key(tmp_path, person.name) for person in (ALICE, BOB, CAROL)}
     pod.write_maps([ALICE, BOB, CAROL], {LAB[0]: (LAB[1], [ALICE, BOB])})
@@ -186,6 +212,12 @@ def test_missing_settings_stop_the_entrypoint_with_a_message(login_root: Path, t
         ({**user_env, "SUP_SSH_PORT": ""}, alice, {}, "SUP_SSH_PORT must be a port number"),
         ({**user_env, "SUP_UID": "10002"}, alice, {}, "runs as uid 10001, but SUP_UID is 10002"),
         ({"SUP_GROUP": "lab", "SUP_GID": "20001", "SUP_SSH_PORT": "2222"}, alice, {}, "runs sshd as root"),
+        (
+            {**user_env, "SUP_SSH_ALLOW_TCP_FORWARDING": "all"},
+            alice,
+            {},
+            "SUP_SSH_ALLOW_TCP_FORWARDING must be yes, local, remote or no, not 'all'",
+        ),
     ]
     pod.write_maps([ALICE], {})
     for env, identity, mounts, message in cases:

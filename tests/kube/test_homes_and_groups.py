@@ -81,7 +81,11 @@ def test_immutable_claim_fields_are_reported_not_changed(make_site: Callable[...
 
 def test_a_group_gets_a_shared_login_pod_for_its_members(make_site: Callable[..., Site]) -> None:
     site = make_site(
-        pod_security="baseline", group_pods=["physics", "nosuchgroup"], home_access_mode="ReadWriteMany"
+        pod_security="baseline",
+        group_pods=["physics", "nosuchgroup"],
+        home_access_mode="ReadWriteMany",
+        ssh_tcp_forwarding="remote",
+        ssh_agent_forwarding=False,
     )
     site.add_user("kim")
     site.add_user("saul")
@@ -109,7 +113,9 @@ def test_a_group_gets_a_shared_login_pod_for_its_members(make_site: Callable[...
     pod = sts["spec"]["template"]
     assert pod["metadata"]["labels"]["sup/group"] == "physics"
     (container,) = pod["spec"]["containers"]
-    assert {e["name"]: e["value"] for e in container["env"]}["SUP_GROUP"] == "physics"
+    env = {e["name"]: e["value"] for e in container["env"]}
+    assert env["SUP_GROUP"] == "physics"
+    assert (env["SUP_SSH_ALLOW_TCP_FORWARDING"], env["SUP_SSH_ALLOW_AGENT_FORWARDING"]) == ("remote", "no")
     assert container["securityContext"]["capabilities"]["add"] == [
         "SETUID",
         "SETGID",

@@ -76,6 +76,8 @@ def test_a_pass_creates_home_pod_service_and_policy_for_each_user(site: Site) ->
     }
     env = {e["name"]: e["value"] for e in container["env"]}
     assert env["SUP_USER"] == "kim" and env["SUP_SSH_PORT"] == "2222"
+    # forwarding by default: ssh -L and -D, not -R; the person's agent (docs/login-pods.md)
+    assert (env["SUP_SSH_ALLOW_TCP_FORWARDING"], env["SUP_SSH_ALLOW_AGENT_FORWARDING"]) == ("local", "yes")
     assert _pod(site, f"login-{hashed}")["spec"]["securityContext"]["runAsUser"] == 10001
 
     service = site.get("service", "login-kim")
@@ -109,6 +111,8 @@ def test_settings_shape_the_objects(make_site: Callable[..., Site]) -> None:
         cpu="2",
         memory="4Gi",
         cpu_request="500m",
+        ssh_tcp_forwarding="no",
+        ssh_agent_forwarding=False,
     )
     site.add_user("kim")
     site.converge()
@@ -121,6 +125,8 @@ def test_settings_shape_the_objects(make_site: Callable[..., Site]) -> None:
     assert spec["nodeSelector"] == {"node.kubernetes.io/role": "login"}
     container = spec["containers"][0]
     assert container["image"] == "registry.example.org/login:2"
+    env = {e["name"]: e["value"] for e in container["env"]}
+    assert (env["SUP_SSH_ALLOW_TCP_FORWARDING"], env["SUP_SSH_ALLOW_AGENT_FORWARDING"]) == ("no", "no")
     assert container["resources"] == {
         "limits": {"cpu": "2", "memory": "4Gi"},
         "requests": {"cpu": "500m", "memory": "4Gi"},

@@ -18,7 +18,7 @@ from sup.targets.kube import SPEC, KubeSettings, KubeTarget
 from sup.targets.kube.model import Observed
 from sup.targets.kube.render import Renderer, TemplateError, shipped_templates
 from sup.targets.spec import TargetContext
-from tests.kube.plans import settings, state, user
+from tests.kube.plans import group, settings, state, user
 
 
 def test_values_are_data_never_yaml() -> None:
@@ -138,3 +138,35 @@ def _no_client() -> Any:
             pass
 
     return NoClient()
+
+
+def _forwarding_env(workload: dict[str, Any]) -> dict[str, str]:
+    (container,) = [c for c in workload["spec"]["template"]["spec"]["containers"] if c["name"] == "sshd"]
+    return {e["name"]: e["value"] for e in container["env"] if "FORWARDING" in e["name"]}
+
+
+@pytest.mark.parametrize(
+    ("kube", "expected"),
+    [
+        ({}, {"SUP_SSH_ALLOW_TCP_FORWARDING": "local", "SUP_SSH_ALLOW_AGENT_FORWARDING": "yes"}),
+        (
+            {"ssh_tcp_forwarding": "no", "ssh_agent_forwarding": False},
+            {"SUP_SSH_ALLOW_TCP_FORWARDING": "no", "SUP_SSH_ALLOW_AGENT_FORWARDING": "no"},
+        ),
+        (
+            {"ssh_tcp_forwarding": "yes"},
+            {"SUP_SSH_ALLOW_TCP_FORWARDING": "yes", "SUP_SSH_ALLOW_AGENT_FORWARDING": "yes"},
+        ),
+    ],
+)
+def test_forwarding_settings_reach_user_and_group_pods(
+    kube: dict[str, Any], expected: dict[str, str]
+) -> None:
+    """The login image turns these into sshd's AllowTcpForwarding and AllowAgentForwarding."""
+    renderer = Renderer(settings(**kube))
+    mine = next(w for w in renderer.user_login(user("kim")) if w.kind == "workload")
+    shared = next(
+        w for w in renderer.group_login(group("physics", 20000, "kim"), [user("kim")]) if w.kind == "workload"
+    )
+    assert _forwarding_env(mine.manifest) == expected
+    assert _forwarding_env(shared.manifest) == expected

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from pydantic import ValidationError
 
@@ -25,6 +27,7 @@ def test_the_contract_keys_enable_the_target_with_safe_defaults(monkeypatch: pyt
     assert kube.ssh_sources == ["203.0.113.0/24"]
     assert "169.254.169.254/32" in kube.blocked_cidrs
     assert kube.field_manager == "sup" and kube.ssh_port == 2222
+    assert (kube.ssh_tcp_forwarding, kube.ssh_agent_forwarding) == ("local", True)
 
 
 @pytest.mark.parametrize(
@@ -43,6 +46,8 @@ def test_the_contract_keys_enable_the_target_with_safe_defaults(monkeypatch: pyt
         ({"cpu": "2", "cpu_request": "3"}, "kube", "more than cpu"),
         ({"image": "has space"}, "image", "without spaces"),
         ({"unknown": 1}, "unknown", "Extra inputs"),
+        ({"ssh_tcp_forwarding": "all"}, "ssh_tcp_forwarding", "'yes', 'local', 'remote' or 'no'"),
+        ({"ssh_agent_forwarding": "sometimes"}, "ssh_agent_forwarding", "valid boolean"),
     ],
 )
 def test_bad_values_are_refused_naming_the_key(values: dict[str, object], field: str, message: str) -> None:
@@ -55,3 +60,17 @@ def test_bad_values_are_refused_naming_the_key(values: dict[str, object], field:
 def test_an_allowed_cidr_around_the_metadata_address_is_fine() -> None:
     kube = _kube(egress_cidrs=["0.0.0.0/0", "169.254.0.0/16"]).kube
     assert kube is not None and kube.egress_cidrs == ["0.0.0.0/0", "169.254.0.0/16"]
+
+
+def test_forwarding_written_as_yaml_yes_or_no_means_the_word(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An unquoted `no` is a boolean to YAML 1.1: the setting takes it as sshd's word."""
+    config = tmp_path / "sup.yaml"
+    config.write_text("kube:\n  namespace: research\n  ssh_tcp_forwarding: no\n  ssh_agent_forwarding: no\n")
+    monkeypatch.setenv("SUP_CONFIG", str(config))
+    kube = load_settings().kube
+    assert kube is not None
+    assert (kube.ssh_tcp_forwarding, kube.ssh_agent_forwarding) == ("no", False)
+    yes = _kube(ssh_tcp_forwarding=True).kube
+    assert yes is not None and yes.ssh_tcp_forwarding == "yes"

@@ -3,8 +3,9 @@
 The gateway tests relay to this sshd exactly as to a pod's: the person's client authenticates to it
 end to end through the tunnel. It runs as root (the tests do) on a free loopback port, with its own
 host key and an AuthorizedKeysFile in a temp directory; the person logs in as root (the stand-in has
-no accounts of its own). Needs openssh-server (/usr/sbin/sshd) and openssh-client (ssh, scp,
-ssh-keygen): `apt-get install openssh-server openssh-client` (scripts/setup --servers installs them).
+no accounts of its own). Needs openssh-server (/usr/sbin/sshd and its sftp-server), openssh-client
+(ssh, scp, sftp, ssh-keygen, ssh-agent, ssh-add) and rsync (both ends of `rsync -e ssh` run here):
+`apt-get install openssh-server openssh-client rsync` (scripts/setup --servers installs them).
 """
 
 from __future__ import annotations
@@ -19,6 +20,11 @@ from typing import Any
 
 from tests.support.processes import stop_process
 
+FORWARDING_SCRIPT = Path(__file__).resolve().parents[2] / "images" / "login" / "sup-sshd-forwarding"
+# The login image's sftp server (images/login/sshd_config), when this machine has it.
+SFTP_SERVER = (
+    "/usr/lib/openssh/sftp-server" if Path("/usr/lib/openssh/sftp-server").exists() else "internal-sftp"
+)
 SSHD_NEEDED = "the gateway tests need a real sshd as the login pod: apt-get install openssh-server"
 
 
@@ -34,9 +40,10 @@ def find_sshd() -> str:
 
 
 def find_client() -> None:
-    missing = [tool for tool in ("ssh", "scp", "ssh-keygen") if shutil.which(tool) is None]
+    tools = ("ssh", "scp", "sftp", "ssh-keygen", "ssh-agent", "ssh-add", "rsync")
+    missing = [tool for tool in tools if shutil.which(tool) is None]
     if missing:
-        raise SshdUnavailable(f"{', '.join(missing)} missing: apt-get install openssh-client")
+        raise SshdUnavailable(f"{', '.join(missing)} missing: apt-get install openssh-client rsync")
 
 
 def keygen(path: Path, comment: str = "") -> str:
@@ -68,6 +75,19 @@ def wait_listening(port: int, process: subprocess.Popen[Any] | None = None, time
     raise RuntimeError(f"nothing listens on 127.0.0.1:{port} after {timeout} s")
 
 
+def forwarding_options(*, tcp: str | None = None, agent: str | None = None) -> list[str]:
+    """The sshd options the login image gives for kube.ssh_tcp_forwarding and
+    kube.ssh_agent_forwarding, from the image's own script (images/login/sup-sshd-forwarding) with
+    the environment SUP's templates set; None: the variable absent."""
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+    if tcp is not None:
+        env["SUP_SSH_ALLOW_TCP_FORWARDING"] = tcp
+    if agent is not None:
+        env["SUP_SSH_ALLOW_AGENT_FORWARDING"] = agent
+    out = subprocess.run([str(FORWARDING_SCRIPT)], env=env, capture_output=True, text=True, check=True)
+    return out.stdout.splitlines()
+
+
 class StandInPod:
     """sshd on 127.0.0.1:`port`, admitting the keys in `authorized_keys` as root; `start` may come
     later than construction (a sleeping pod is started by the wake call)."""
@@ -96,14 +116,16 @@ class StandInPod:
             "MaxStartups 300\n"
             "MaxSessions 300\n"
             "LogLevel ERROR\n"
-            "Subsystem sftp internal-sftp\n"
+            f"Subsystem sftp {SFTP_SERVER}\n"
         )
         self.process: subprocess.Popen[bytes] | None = None
 
-    def start(self) -> None:
+    def start(self, *options: str) -> None:
+        """sshd with `options` after its config file (`-o AllowTcpForwarding=no`, as the login
+        image's entrypoint passes them: forwarding_options)."""
         Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege separation directory
         self.process = subprocess.Popen(
-            [self.sshd, "-D", "-e", "-f", str(self.config)],
+            [self.sshd, "-D", "-e", "-f", str(self.config), *options],
             stdout=subprocess.DEVNULL,
             stderr=open(self.directory / "sshd.log", "ab"),  # noqa: SIM115 - the child holds it
         )
@@ -167,6 +189,29 @@ class SshClient:
         """`ssh -F config ARGV` with no input and a binary stdout to read from."""
         return subprocess.Popen(
             ["ssh", "-F", str(self.config), *argv], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE
+        )
+
+    def sftp(
+        self, user: str, destination: str, batch: Path, timeout: float = 90
+    ) -> subprocess.CompletedProcess[str]:
+        """`sftp -J user@gateway -b BATCH destination`: the commands in `batch`, echoed with their output."""
+        return subprocess.run(
+            ["sftp", "-F", str(self.config), "-J", self.jump(user), "-b", str(batch), destination],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+
+    def rsync(self, user: str, *arguments: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:
+        """`rsync -e 'ssh -J user@gateway' ARGUMENTS`, with this client's ssh config."""
+        remote_shell = f"ssh -F {self.config} -J {self.jump(user)}"
+        return subprocess.run(
+            ["rsync", "-e", remote_shell, *arguments],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
         )
 
     def scp(self, user: str, *paths: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:

@@ -73,6 +73,16 @@ class KubeSettings(Section):
         le=65535,
         description="sshd's port inside the pod (unprivileged: sshd runs as the user)",
     )
+    ssh_tcp_forwarding: Literal["yes", "local", "remote", "no"] = Field(
+        "local",
+        description="sshd's AllowTcpForwarding in login pods: local lets a person forward from their "
+        "machine to what their pod may reach (ssh -L, -D), not make the pod listen for them (ssh -R); "
+        "docs/login-pods.md, 'Forwarding'",
+    )
+    ssh_agent_forwarding: bool = Field(
+        True,
+        description="sshd's AllowAgentForwarding in login pods (ssh -A: git with the person's own key)",
+    )
     service_type: Literal["ClusterIP", "NodePort", "LoadBalancer"] = "ClusterIP"
     service_port: int = Field(22, ge=1, le=65535)
     ssh_sources: list[str] = Field(
@@ -131,6 +141,14 @@ class KubeSettings(Section):
         description="a long-running process keeps the namespace's objects in a cache fed by watches, "
         "so a full pass that can trust it does not list them (watch.py); false: every pass lists",
     )
+
+    @field_validator("ssh_tcp_forwarding", mode="before")
+    @classmethod
+    def _yes_no(cls, value: object) -> object:
+        """YAML 1.1 reads an unquoted yes or no as a boolean: take it as the word it was."""
+        if isinstance(value, bool):
+            return "yes" if value else "no"
+        return value
 
     @field_validator("namespace", "dns_namespace")
     @classmethod
