@@ -110,10 +110,10 @@ def test_idle_sleep_on_adds_the_idle_reporter_to_login_pods_and_off_takes_it_awa
         assert _idle_env(site, name) == [{"name": "SUP_IDLE_PORT", "value": "9111"}]
         assert _service_ports(site, name) == [("ssh", 22, 2222), ("idle", 9111, 9111)]
         # SUP's own policy still admits ssh_sources to sshd only (the chart's admits the gateway)
-        policy = site.get("network_policy", name)
-        assert policy is not None and policies[name] is not None
-        assert policy["spec"] == policies[name]["spec"]
-        assert policy["metadata"]["resourceVersion"] == policies[name]["metadata"]["resourceVersion"]
+        policy, before = site.get("network_policy", name), policies[name]
+        assert policy is not None and before is not None
+        assert policy["spec"] == before["spec"]
+        assert policy["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
     again = site.reconcile()
     assert again.changes == [] and site.last_writes == 0
 
