@@ -48,13 +48,13 @@ def test_the_awake_pods_that_may_sleep_soon_with_the_reporters_port(
 
 def test_nothing_to_ask_when_pods_never_sleep(settings: Settings, sessions: sessionmaker[Session]) -> None:
     _rows(sessions)
+    assert settings.gateway is not None
+    awake_forever = settings.gateway.model_copy(update={"idle_seconds": None})
     with sessions() as session:
         assert [p.owner for p in service.awake_pods(session, settings, utcnow())] == ["physics", "kim"]
         for plain in (
             settings.model_copy(update={"gateway": None}),
-            settings.model_copy(
-                update={"gateway": settings.gateway.model_copy(update={"idle_seconds": None})}
-            ),  # type: ignore[union-attr]
+            settings.model_copy(update={"gateway": awake_forever}),
             settings.model_copy(update={"kube": None}),
         ):
             assert service.awake_pods(session, plain, utcnow()) == []
