@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from sup.config import GatewaySettings
 from sup.gateway_server import PodRoute
 from tests.e2e.login_site import SSH_FAILED, LoginSite, Person, new_person
 from tests.support.gateway_runner import RunningGateway, write_host_key
@@ -54,6 +55,24 @@ def gateway_site(
     site.stack.config["gateway"] = {"idle_seconds": 1, "heartbeat_seconds": 1, "wake_timeout_seconds": 150}
     site.start(host="0.0.0.0")
     assert site.server is not None
+    # The chart's gateway NetworkPolicy admits the gateway's pods to sshd and the idle reporter; here
+    # the gateway runs on the host, whose address kube.ssh_sources admits to sshd only.
+    site.cluster.api.create(
+        f"/apis/networking.k8s.io/v1/namespaces/{site.namespace}/networkpolicies",
+        {
+            "metadata": {"name": "test-gateway"},
+            "spec": {
+                "podSelector": {"matchLabels": {"app.kubernetes.io/managed-by": "sup"}},
+                "policyTypes": ["Ingress"],
+                "ingress": [
+                    {
+                        "from": [{"ipBlock": {"cidr": f"{kube_cluster.node_ip}/32"}}],
+                        "ports": [{"protocol": "TCP", "port": GatewaySettings().idle_port}],
+                    }
+                ],
+            },
+        },
+    )
     token = site.stack.token("gateway")["Authorization"].removeprefix("Bearer ")
 
     def at_service(pod: PodRoute) -> tuple[str, int]:
