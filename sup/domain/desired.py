@@ -146,6 +146,9 @@ class DesiredState:
     # Login pods asleep (docs/ssh-gateway.md, "Scale to zero"): their StatefulSets get replicas 0.
     # Set by the planner from the store's wake state when `gateway.idle_seconds` is set; else empty.
     asleep: frozenset[Route] = frozenset()
+    # The idle reporter's port in login pods (`gateway.idle_port`), set with `asleep` when pods may
+    # sleep: the login container gets SUP_IDLE_PORT and the Service an `idle` port. None: neither.
+    idle_port: int | None = None
 
     def active_usernames(self) -> frozenset[str]:
         return frozenset(name for name, user in self.users.items() if user.active)

@@ -63,6 +63,31 @@ def get_routes(ctx: GatewayToken, username: str) -> Any:
     )
 
 
+class AwakePodOut(BaseModel):
+    kind: Kind
+    name: str = Field(description="\"login\" (a user's own pod) or the group's name")
+    owner: str = Field(description="the user or group the pod belongs to (`name` in the heartbeat's busy)")
+    service: str = Field(description="the pod's Service in `namespace`")
+    namespace: str
+    port: int = Field(description="the idle reporter's port (gateway.idle_port)")
+
+
+@router.get(
+    "/awake",
+    response_model=list[AwakePodOut],
+    summary="The awake login pods that may sleep soon: the ones whose idle reporter to ask",
+)
+def get_awake(ctx: GatewayToken) -> list[AwakePodOut]:
+    with ctx.transaction() as session:
+        pods = service.awake_pods(session, ctx.settings, utcnow())
+    return [
+        AwakePodOut(
+            kind=p.kind, name=p.name, owner=p.owner, service=p.service, namespace=p.namespace, port=p.port
+        )
+        for p in pods
+    ]
+
+
 class WakeIn(Body):
     kind: Kind
     name: Name

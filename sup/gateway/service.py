@@ -9,7 +9,7 @@ exactly to the pods the target keeps.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import select
@@ -17,8 +17,9 @@ from sqlalchemy.orm import Session
 
 from sup.config import Settings
 from sup.domain.gateway import PodRoute, Refusal, RefusalReason, Route, reachable
+from sup.domain.gateway_idle import STALE_AFTER
 from sup.errors import NotFound
-from sup.gateway import state
+from sup.gateway import idle, state
 from sup.store.audit import Actor, record
 from sup.store.models import Group
 from sup.targets.kube import Owner
@@ -51,6 +52,20 @@ def routes(session: Session, settings: Settings, username: str) -> Routes | Refu
     pods = [_pod(route, kube.namespace, kube.service_port, not sleeps or state.is_awake(session, route))
             for route in access.pods]  # fmt: skip
     return Routes(person.username, sorted(person.fingerprints), pods)
+
+
+def awake_pods(session: Session, settings: Settings, now: datetime) -> list[PodRoute]:
+    """The awake login pods whose idle reporter the gateway should ask (docs/ssh-gateway.md, "Scale
+    to zero"): those that could be put to sleep within the next three heartbeats, so that a busy
+    answer reaches SUP before the pass would decide. `port` is the reporter's (`gateway.idle_port`).
+    Empty when pods never sleep here."""
+    rules = idle.policy(settings)
+    kube, gateway = settings.kube, settings.gateway
+    if rules is None or kube is None or gateway is None:
+        return []
+    soon = max(0.0, rules.idle_seconds - STALE_AFTER * rules.heartbeat_seconds)
+    pods = state.awake_idle_since(session, now - timedelta(seconds=soon))
+    return [_pod(route, kube.namespace, gateway.idle_port, True) for route in pods]
 
 
 def _pod(route: Route, namespace: str, port: int, awake: bool) -> PodRoute:

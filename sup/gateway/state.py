@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, or_, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -33,6 +33,17 @@ def asleep(session: Session) -> frozenset[Route]:
     """The login pods that sleep (their StatefulSets are rendered with replicas 0)."""
     rows = session.scalars(select(LoginWake).where(LoginWake.awake.is_(False)))
     return frozenset(_route(row) for row in rows)
+
+
+def awake_idle_since(session: Session, cutoff: datetime) -> list[Route]:
+    """The awake pods last seen in use before `cutoff` (or never): the ones that may sleep soon."""
+    query = (
+        select(LoginWake)
+        .where(LoginWake.awake.is_(True))
+        .where(or_(LoginWake.last_activity.is_(None), LoginWake.last_activity < cutoff))
+        .order_by(LoginWake.kind, LoginWake.name)
+    )
+    return [_route(row) for row in session.scalars(query)]
 
 
 def is_awake(session: Session, pod: Route) -> bool:

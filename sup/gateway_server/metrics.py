@@ -26,3 +26,9 @@ RELAY_BUFFERED = Gauge(
     "sup_gateway_relay_buffered_bytes",
     "Bytes the relay holds now, waiting for a slow side (flow control bounds it)",
 )
+IDLE_POLLS = Counter(
+    "sup_gateway_idle_polls_total",
+    "Idle reporters asked, by answer: busy (processes running), idle (none), silent (no answer in "
+    "time), bad (an answer that is not a count)",
+    ["result"],
+)

@@ -57,6 +57,7 @@ class GatewayApi(Protocol):
     async def wake(self, pod: PodRoute) -> None: ...
     async def event(self, body: dict[str, Any]) -> None: ...
     async def heartbeat(self, body: dict[str, Any]) -> None: ...
+    async def awake(self) -> list[PodRoute]: ...
 
 
 def parse_route(body: Any) -> PersonRoute:
@@ -77,6 +78,25 @@ def parse_route(body: Any) -> PersonRoute:
         return PersonRoute(str(body["username"]), frozenset(str(f) for f in body["fingerprints"]), pods)
     except (KeyError, TypeError, ValueError) as exc:
         raise SupUnavailable(f"routes answer malformed: {type(exc).__name__}") from None
+
+
+def parse_awake(body: Any) -> list[PodRoute]:
+    """The 200 body of the awake endpoint (`port`: the idle reporter's); SupUnavailable if malformed."""
+    try:
+        return [
+            PodRoute(
+                name=str(pod["name"]),
+                kind="group" if pod["kind"] == "group" else "user",
+                owner=str(pod["owner"]),
+                service=str(pod["service"]),
+                namespace=str(pod["namespace"]),
+                port=int(pod["port"]),
+                awake=True,
+            )
+            for pod in body
+        ]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise SupUnavailable(f"awake answer malformed: {type(exc).__name__}") from None
 
 
 class SupApi:
@@ -138,6 +158,16 @@ class SupApi:
         response = await self._send("POST", "/heartbeat", body)
         if response.status_code >= 300:
             raise SupUnavailable(f"heartbeat answered {response.status_code}")
+
+    async def awake(self) -> list[PodRoute]:
+        response = await self._send("GET", "/awake")
+        if response.status_code != 200:
+            raise SupUnavailable(f"awake answered {response.status_code}")
+        try:
+            body = response.json()
+        except ValueError:
+            raise SupUnavailable("awake answer is not JSON") from None
+        return parse_awake(body)
 
 
 class RouteCache:

@@ -1,9 +1,9 @@
 """The listening gateway: host key, the state its connections share, heartbeats to SUP.
 
 `Gateway(settings, api, host_key)` then `await gateway.start()`; `await gateway.close()` stops
-accepting, closes the connections and the heartbeat. Where a pod is reached is pluggable
-(`address`): by default `gateway.pod_address` filled in with the route's Service and namespace, and
-the route's port."""
+accepting, closes the connections, the heartbeat and the idle reporters' poll (idle_poll.py). Where
+a pod is reached is pluggable (`address`): by default `gateway.pod_address` filled in with the
+route's Service and namespace, and the route's port (an idle reporter: the awake answer's port)."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ from sup.config.gateway import GatewaySettings
 from sup.domain.gateway import PodRoute
 from sup.gateway_server import metrics
 from sup.gateway_server.connection import GatewayConnection
+from sup.gateway_server.idle_poll import IdlePoller
 from sup.gateway_server.limits import Admission, EventBudget, SessionCounts
 from sup.gateway_server.routes import GatewayApi, RouteCache, SupUnavailable
 
@@ -83,6 +84,8 @@ class Gateway:
         self._tasks: set[asyncio.Task[None]] = set()
         self._acceptor: asyncssh.SSHAcceptor | None = None
         self._heartbeat: asyncio.Task[None] | None = None
+        self._polling: asyncio.Task[None] | None = None
+        self.idle = IdlePoller(api.awake, self.address, self.held_pods)
         metrics.RELAY_BUFFERED.set_function(self.buffered_bytes)  # one Gateway per process
 
     # -- lifecycle ---------------------------------------------------------------------------------
@@ -112,11 +115,14 @@ class Gateway:
             backlog=1024,
         )
         self._heartbeat = asyncio.create_task(self._beat())
+        self._polling = asyncio.create_task(self.idle.run(settings.heartbeat_seconds))
         return int(self._acceptor.sockets[0].getsockname()[1])
 
     async def close(self) -> None:
-        if self._heartbeat is not None:
-            self._heartbeat.cancel()
+        for task in (self._heartbeat, self._polling):
+            if task is not None:
+                task.cancel()
+        await self.idle.close()
         if self._acceptor is not None:
             self._acceptor.close()
             await self._acceptor.wait_closed()
@@ -130,6 +136,10 @@ class Gateway:
         self.tunnels[ticket] = OpenTunnel(pod, username, source, dt.datetime.now(dt.UTC), buffered)
         metrics.SESSIONS.inc()
         return ticket
+
+    def held_pods(self) -> set[tuple[str, str]]:
+        """The pods (kind, owner) this replica holds a session to: their reporters need no asking."""
+        return {(tunnel.pod.kind, tunnel.pod.owner) for tunnel in self.tunnels.values()}
 
     def buffered_bytes(self) -> int:
         """Bytes the relay holds now, all tunnels together."""
@@ -178,7 +188,7 @@ class Gateway:
                 }
                 for tunnel in self.tunnels.values()
             ],
-            "busy": [],  # the idle reporter in the login pods is not polled yet
+            "busy": self.idle.busy(),  # what the idle reporters of the pods near sleep said
         }
 
     async def _beat(self) -> None:

@@ -122,7 +122,13 @@ def with_sleep(
         with sessions.begin() as session:
             idle.sleep_idle(session, settings, desired, utcnow(), actor)
     with sessions() as session:
-        return replace(desired, asleep=state.asleep(session))
+        return _sleeping(session, settings, desired)
+
+
+def _sleeping(session: Session, settings: Settings, desired: DesiredState) -> DesiredState:
+    """The desired state with the pods asleep and the idle reporter's port (pods may sleep here)."""
+    assert settings.gateway is not None  # idle.policy says pods may sleep
+    return replace(desired, asleep=state.asleep(session), idle_port=settings.gateway.idle_port)
 
 
 def _selected(specs: Sequence[TargetSpec[Any]], only: Sequence[str] | None) -> list[TargetSpec[Any]]:
@@ -375,7 +381,7 @@ def plan_from_session(
     included (`sup import --dry-run --plan` shows the plan an import would lead to)."""
     desired = derive(load_snapshot(session), policy_of(settings))
     if idle.policy(settings) is not None:
-        desired = replace(desired, asleep=state.asleep(session))
+        desired = _sleeping(session, settings, desired)
     bind = session.get_bind()
     engine = bind if isinstance(bind, Engine) else bind.engine
     return Pass(

@@ -14,16 +14,18 @@ from typing import Any
 
 import pytest
 
+from sup.config import GatewaySettings
 from sup.gateway_server import PodRoute
 from tests.e2e.login_site import SSH_FAILED, LoginSite, Through, new_person
 from tests.support.gateway_runner import RunningGateway, write_host_key
+from tests.support.kubenode import KubeCluster
 
 GatewaySite = tuple[LoginSite, RunningGateway]
 
 
 @pytest.fixture
 def make_gateway_site(
-    make_login_site: Callable[..., LoginSite], tmp_path: Path
+    make_login_site: Callable[..., LoginSite], kube_cluster: KubeCluster, tmp_path: Path
 ) -> Iterator[Callable[..., GatewaySite]]:
     """Factory: make_gateway_site(pod_security=..., gateway={...}, **kube) -> (a started login site
     whose SUP sleeps idle pods, the gateway in this process in front of it)."""
@@ -40,6 +42,24 @@ def make_gateway_site(
         }
         site.start(host="0.0.0.0")
         assert site.server is not None
+        # The chart's gateway NetworkPolicy admits the gateway's pods to sshd and the idle reporter;
+        # here the gateway runs on the host, whose address kube.ssh_sources admits to sshd only.
+        site.cluster.api.create(
+            f"/apis/networking.k8s.io/v1/namespaces/{site.namespace}/networkpolicies",
+            {
+                "metadata": {"name": "test-gateway"},
+                "spec": {
+                    "podSelector": {"matchLabels": {"app.kubernetes.io/managed-by": "sup"}},
+                    "policyTypes": ["Ingress"],
+                    "ingress": [
+                        {
+                            "from": [{"ipBlock": {"cidr": f"{kube_cluster.node_ip}/32"}}],
+                            "ports": [{"protocol": "TCP", "port": GatewaySettings().idle_port}],
+                        }
+                    ],
+                },
+            },
+        )
         token = site.stack.token("gateway")["Authorization"].removeprefix("Bearer ")
 
         def at_service(pod: PodRoute) -> tuple[str, int]:

@@ -6,7 +6,9 @@ tests are in tests/e2e).
 What it shows end to end: the person SUP knows, with the key SUP knows, lands in the pod; another
 key and a suspended person are refused; SUP's audit log and sessions list say who came, from where,
 to which pod; an idle pod is put to sleep by SUP's pass (replicas 0 on the API server) and the next
-connection through the gateway wakes it (replicas 1) and lands."""
+connection through the gateway wakes it (replicas 1) and lands; a pod whose idle reporter (the login
+image's own, in a PID namespace of its own) sees a process of the person's stays awake while an idle
+one sleeps."""
 
 from __future__ import annotations
 
@@ -26,9 +28,12 @@ from tests.e2e.stack import wait_until
 from tests.gateway.conftest import Person
 from tests.support.cli import run_sup, sup_env
 from tests.support.gateway_runner import RunningGateway
+from tests.support.idle_reporter import IdleReporter, ReporterUnavailable
 from tests.support.kubeapi import KubeApiServer
 from tests.support.server import SupServer
 from tests.support.sshd import SshClient, StandInPod
+
+IDLE_PORT = 9111  # what SUP's awake answer names; the test's address function maps it to a reporter
 
 
 @dataclass
@@ -70,7 +75,7 @@ def site(tmp_path: Path, kubeapi: KubeApiServer, alice: Person, bob: Person) -> 
     config = {
         "database_url": f"sqlite:///{tmp_path / 'sup.db'}",
         "kube": {"namespace": namespace, "kubeconfig": str(kubeapi.admin_kubeconfig)},
-        "gateway": {"idle_seconds": 1, "heartbeat_seconds": 1},
+        "gateway": {"idle_seconds": 1, "heartbeat_seconds": 1, "idle_port": IDLE_PORT},
     }
     (tmp_path / "sup.yaml").write_text(yaml.safe_dump(config))
     env = sup_env(SUP_CONFIG=str(tmp_path / "sup.yaml"))
@@ -96,11 +101,15 @@ def gateway(site: Site, host_key: Path, stand_in_pod: StandInPod) -> Iterator[Ca
     sshd (a pod's Service name resolves only inside a cluster)."""
     started: list[RunningGateway] = []
 
-    def at_stand_in(pod: PodRoute) -> tuple[str, int]:
-        assert pod.namespace == site.namespace and pod.service.startswith("login-")
-        return "127.0.0.1", stand_in_pod.port
+    def make(reporters: dict[str, IdleReporter] | None = None, **settings: Any) -> RunningGateway:
+        """`reporters`: the idle reporter of each person's pod (asked at the awake answer's port)."""
 
-    def make(**settings: Any) -> RunningGateway:
+        def at_stand_in(pod: PodRoute) -> tuple[str, int]:
+            assert pod.namespace == site.namespace and pod.service.startswith("login-")
+            if pod.port == IDLE_PORT:
+                return "127.0.0.1", (reporters or {})[pod.owner].port
+            return "127.0.0.1", stand_in_pod.port
+
         running = RunningGateway(
             site.server.url, host_key, token=site.gateway_token, address=at_stand_in, **settings
         )
@@ -185,3 +194,53 @@ def test_an_idle_pod_sleeps_and_the_next_connection_wakes_it(
     assert site.replicas("bob") == 0
     actions = [(e["action"], e["resource_name"]) for e in site.audit()]
     assert ("sleep", "user/alice") in actions and ("wake", "user/alice") in actions, actions
+
+
+@pytest.fixture
+def reporters() -> Iterator[dict[str, IdleReporter]]:
+    started: dict[str, IdleReporter] = {}
+    try:
+        for name in ("alice", "bob"):
+            started[name] = IdleReporter().start()
+    except ReporterUnavailable as exc:
+        for reporter in started.values():
+            reporter.stop()
+        pytest.skip(str(exc))
+    yield started
+    for reporter in started.values():
+        reporter.stop()
+
+
+def test_a_pod_whose_person_left_something_running_stays_awake_while_an_idle_one_sleeps(
+    site: Site, gateway: Callable[..., RunningGateway], reporters: dict[str, IdleReporter]
+) -> None:
+    wait_until(
+        lambda: site.replicas("alice") == 1 and site.replicas("bob") == 1, 60, "the login StatefulSets"
+    )
+    reporters["alice"].run_as_person()  # alice's tmux, say; nothing runs in bob's pod
+    running = gateway(reporters=reporters)
+    site.reconcile_kube()  # first sight: both awake and in use now; SUP names them to ask from here on
+
+    expected = [
+        {"kind": "user", "name": "alice", "busy": True},
+        {"kind": "user", "name": "bob", "busy": False},
+    ]
+    wait_until(lambda: any(b["busy"] == expected for b in running.heartbeats()), 60, "the reporters' answers")
+    # passes until bob's idle_seconds (1) are over: bob sleeps, alice's busy pod never does
+    deadline = time.monotonic() + 60
+    while site.replicas("bob") != 0:
+        assert time.monotonic() < deadline, "bob's idle pod was never put to sleep"
+        assert site.replicas("alice") == 1
+        site.reconcile_kube()
+        time.sleep(0.5)
+    assert site.replicas("alice") == 1
+    actions = [(e["action"], e["resource_name"]) for e in site.audit()]
+    assert ("sleep", "user/bob") in actions and ("sleep", "user/alice") not in actions, actions
+
+    # alice's process ends: her pod is idle now, and sleeps too
+    reporters["alice"].stop_persons_processes()
+    deadline = time.monotonic() + 60
+    while site.replicas("alice") != 0:
+        assert time.monotonic() < deadline, "alice's pod was never put to sleep once idle"
+        site.reconcile_kube()
+        time.sleep(0.5)

@@ -78,7 +78,7 @@ def test_idle_pods_sleep_and_used_ones_stay(settings: Settings, sessions: sessio
     assert [(a.resource_type, a.resource_name, a.actor) for a in audit] == [("gateway", "user/saul", "test")]
 
     desired = with_sleep(sessions, settings, DESIRED, step=False, actor=ACTOR)
-    assert desired.asleep == {saul}
+    assert desired.asleep == {saul} and desired.idle_port == 9101  # login pods run the reporter
 
 
 def test_nothing_sleeps_without_idle_seconds(settings: Settings, sessions: sessionmaker[Session]) -> None:
@@ -87,7 +87,8 @@ def test_nothing_sleeps_without_idle_seconds(settings: Settings, sessions: sessi
         session.add(LoginWake(kind="user", name="kim", awake=False))
     with sessions.begin() as session:
         assert idle.sleep_idle(session, plain, DESIRED, utcnow(), ACTOR) is None
-    assert with_sleep(sessions, plain, DESIRED, step=True, actor=ACTOR).asleep == frozenset()
+    desired = with_sleep(sessions, plain, DESIRED, step=True, actor=ACTOR)
+    assert desired.asleep == frozenset() and desired.idle_port is None
 
 
 def test_two_first_wakes_at_once_both_succeed(

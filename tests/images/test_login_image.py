@@ -210,6 +210,7 @@ def test_missing_settings_stop_the_entrypoint_with_a_message(login_root: Path, t
         ({}, alice, {}, "neither SUP_USER"),
         (user_env, alice, {"/etc/sup": empty}, "/etc/sup/login is missing"),
         ({**user_env, "SUP_SSH_PORT": ""}, alice, {}, "SUP_SSH_PORT must be a port number"),
+        ({**user_env, "SUP_IDLE_PORT": "9101;x"}, alice, {}, "SUP_IDLE_PORT must be a port number"),
         ({**user_env, "SUP_UID": "10002"}, alice, {}, "runs as uid 10001, but SUP_UID is 10002"),
         ({"SUP_GROUP": "lab", "SUP_GID": "20001", "SUP_SSH_PORT": "2222"}, alice, {}, "runs sshd as root"),
         (

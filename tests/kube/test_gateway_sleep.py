@@ -4,6 +4,7 @@ pass after that writes nothing, and the home claim is never touched."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -83,3 +84,52 @@ def test_without_idle_seconds_pods_never_sleep(site: Site) -> None:
         )
     assert site.reconcile().changes == []
     assert _replicas(site, "login-kim") == 1
+
+
+def test_idle_sleep_on_adds_the_idle_reporter_to_login_pods_and_off_takes_it_away(
+    make_site: Callable[..., Site],
+) -> None:
+    site = make_site(pod_security="baseline", group_pods=["physics"], ssh_sources=["203.0.113.0/24"])
+    site.add_user("kim")
+    site.add_group("physics", members=["kim"])
+    site.converge()
+    policies = {name: site.get("network_policy", name) for name in ("login-kim", "group-physics")}
+    assert _idle_env(site, "login-kim") == _idle_env(site, "group-physics") == []
+    assert _service_ports(site, "login-kim") == [("ssh", 22, 2222)]
+
+    site.settings = site.settings.model_copy(
+        update={"gateway": GatewaySettings(idle_seconds=3600, idle_port=9111)}
+    )
+    result = site.converge()
+    changed = sorted((c.action, c.kind, c.name) for c in result.changes)
+    assert changed == [
+        ("update", "service", "group-physics"), ("update", "service", "login-kim"),
+        ("update", "workload", "group-physics"), ("update", "workload", "login-kim"),
+    ]  # fmt: skip
+    for name in ("login-kim", "group-physics"):
+        assert _idle_env(site, name) == [{"name": "SUP_IDLE_PORT", "value": "9111"}]
+        assert _service_ports(site, name) == [("ssh", 22, 2222), ("idle", 9111, 9111)]
+        # SUP's own policy still admits ssh_sources to sshd only (the chart's admits the gateway)
+        policy, before = site.get("network_policy", name), policies[name]
+        assert policy is not None and before is not None
+        assert policy["spec"] == before["spec"]
+        assert policy["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
+    again = site.reconcile()
+    assert again.changes == [] and site.last_writes == 0
+
+    site.settings = site.settings.model_copy(update={"gateway": None})
+    site.converge()
+    assert _idle_env(site, "login-kim") == [] and _service_ports(site, "login-kim") == [("ssh", 22, 2222)]
+
+
+def _idle_env(site: Site, name: str) -> list[dict[str, Any]]:
+    sts = site.get("workload", name)
+    assert sts is not None
+    container = sts["spec"]["template"]["spec"]["containers"][0]
+    return [e for e in container["env"] if e["name"] == "SUP_IDLE_PORT"]
+
+
+def _service_ports(site: Site, name: str) -> list[tuple[str, int, int]]:
+    service = site.get("service", name)
+    assert service is not None
+    return [(p["name"], p["port"], p["targetPort"]) for p in service["spec"]["ports"]]

@@ -3,6 +3,7 @@ template stops the target with a message naming it, before anything is read or w
 
 from __future__ import annotations
 
+import itertools
 import json
 from dataclasses import replace
 from pathlib import Path
@@ -68,8 +69,9 @@ def test_the_shipped_templates_are_json_and_yaml_alike() -> None:
         settings(ssh_sources=["203.0.113.0/24"], ldap_cidrs=["10.0.0.0/8"], egress_cidrs=["0.0.0.0/0"])
     )
     kim = user("kim")
-    for template in sorted(shipped_templates().glob("*.yaml.j2")):
+    for template, idle_port in itertools.product(sorted(shipped_templates().glob("*.yaml.j2")), (None, 9101)):
         context = {
+            "idle_port": idle_port,
             "namespace": "n", "owner": {"kind": "user", "name": "kim", "key": "kim"},
             "names": {"home": "home-kim", "login": "login-kim", "key": "kim"}, "pod_labels": {"a": "b"},
             "settings": renderer.values, "network": renderer.network,
@@ -170,3 +172,49 @@ def test_forwarding_settings_reach_user_and_group_pods(
     )
     assert _forwarding_env(mine.manifest) == expected
     assert _forwarding_env(shared.manifest) == expected
+
+
+def _site_objects(**kwargs: Any) -> list[dict[str, Any]]:
+    """A fixed site's login objects: kim's home and pod, and group lab's pod (kim and saul)."""
+    renderer = Renderer(
+        settings(ssh_sources=["203.0.113.0/24"], ldap_cidrs=["10.0.0.0/8"], group_pods=["lab"])
+    )
+    kim, saul = user("kim", 10000), user("saul", 10001)
+    found = [renderer.home(kim).manifest]
+    found += [w.manifest for w in renderer.user_login(kim, groups=(20001,), **kwargs)]
+    found += [
+        w.manifest for w in renderer.group_login(group("lab", 20001, "kim", "saul"), [kim, saul], **kwargs)
+    ]
+    return found
+
+
+def test_without_the_gateways_idle_sleep_the_login_objects_are_as_before() -> None:
+    # the fixture is this site rendered by the code before the idle reporter existed
+    before = json.loads(
+        (Path(__file__).parent / "fixtures" / "login-objects-without-gateway.json").read_text()
+    )
+    assert _site_objects() == before
+    assert _site_objects(idle_port=None) == before
+
+
+def test_with_idle_sleep_the_pod_runs_the_reporter_and_its_service_has_an_idle_port() -> None:
+    before, after = _site_objects(), _site_objects(idle_port=9101)
+    assert [m["kind"] for m in after] == [m["kind"] for m in before]
+    for old, new in zip(before, after, strict=True):
+        if new["kind"] == "StatefulSet":
+            container = new["spec"]["template"]["spec"]["containers"][0]
+            assert container["env"][-1] == {"name": "SUP_IDLE_PORT", "value": "9101"}
+            assert container["ports"] == [
+                {"name": "ssh", "containerPort": 2222, "protocol": "TCP"},
+                {"name": "idle", "containerPort": 9101, "protocol": "TCP"},
+            ]
+            old_container = old["spec"]["template"]["spec"]["containers"][0]
+            assert container["env"][:-1] == old_container["env"]
+            assert {**container, "env": [], "ports": []} == {**old_container, "env": [], "ports": []}
+        elif new["kind"] == "Service":
+            assert new["spec"]["ports"] == [
+                {"name": "ssh", "port": 22, "targetPort": 2222, "protocol": "TCP"},
+                {"name": "idle", "port": 9101, "targetPort": 9101, "protocol": "TCP"},
+            ]
+        else:  # the NetworkPolicy does not open the idle port to ssh_sources (the chart's admits the gateway)
+            assert new == old, new["kind"]

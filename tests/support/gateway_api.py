@@ -1,7 +1,8 @@
 """A stand-in for SUP's /api/v1/gateway/* (the contract in docs/ssh-gateway.md), for the gateway tests.
 
-It answers routes from a dict, records wakes, events and heartbeats, checks the bearer token, and
-calls `on_wake` (e.g. to start the stand-in pod's sshd) before answering a wake. The end-to-end test
+It answers routes from a dict and the awake pods from a list, records wakes, events and heartbeats,
+checks the bearer token, and calls `on_wake` (e.g. to start the stand-in pod's sshd) before
+answering a wake. The end-to-end test
 against real `sup serve` lives beside the API's own tests."""
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ class GatewayApiStandIn:
         self.wakes: list[dict[str, Any]] = []
         self.events: list[dict[str, Any]] = []
         self.heartbeats: list[dict[str, Any]] = []
+        self.awake: list[dict[str, Any]] = []  # what GET awake answers (pods with the reporter's port)
         self.on_wake: Callable[[dict[str, Any]], None] | None = None
         self.wake_status = 200
         self.changed = threading.Condition()
@@ -50,6 +52,9 @@ class GatewayApiStandIn:
 
             def do_GET(self) -> None:
                 if not self._authorized():
+                    return
+                if self.path == "/api/v1/gateway/awake":
+                    self._answer(200, stand_in.awake)
                     return
                 prefix = "/api/v1/gateway/routes/"
                 if not self.path.startswith(prefix):

@@ -45,6 +45,14 @@ class RunningGateway:
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._thread.start()
         self.api = self.call(lambda: SupApi(api_url, token))
+        self.sent: list[dict[str, Any]] = []  # heartbeats SUP accepted
+        heartbeat = self.api.heartbeat
+
+        async def recorded(body: dict[str, Any]) -> None:
+            await heartbeat(body)
+            self.sent.append(body)
+
+        self.api.heartbeat = recorded  # type: ignore[method-assign]
         key = asyncssh.read_private_key(str(host_key))
         self.gateway: Gateway = self.call(lambda: Gateway(self.settings, self.api, key, address=address))
         self.port: int = self._run(self.gateway.start("127.0.0.1", 0))
@@ -61,6 +69,10 @@ class RunningGateway:
 
         result: T = self._run(run())
         return result
+
+    def heartbeats(self) -> list[dict[str, Any]]:
+        """The heartbeats SUP has accepted from this gateway, oldest first."""
+        return self.call(lambda: list(self.sent))
 
     def tunnels(self) -> int:
         return self.call(lambda: len(self.gateway.tunnels))

@@ -154,7 +154,11 @@ def _wanted(
             claim = claims[user.uid_number]
             groups = directory.supplemental_gids(user)
             asleep = Route("user", name) in desired.asleep
-            items.extend(_user_objects(user, claim, groups, observed, renderer, settings.namespace, asleep))
+            items.extend(
+                _user_objects(
+                    user, claim, groups, observed, renderer, settings.namespace, asleep, desired.idle_port
+                )
+            )
             owner = names.Owner("user", user.username)
             files = directory.files([user])
             items.extend(_login_config(owner, files, observed, renderer, changes, refused))
@@ -168,7 +172,7 @@ def _wanted(
             continue
         members = [desired.users[m] for m in sorted(group.members) if m in desired.users]
         asleep = Route("group", group.name) in desired.asleep
-        items.extend(renderer.group_login(group, members, claims, asleep=asleep))
+        items.extend(renderer.group_login(group, members, claims, asleep=asleep, idle_port=desired.idle_port))
         owner = names.Owner("group", group.name)
         files = directory.files(members)
         items.extend(_login_config(owner, files, observed, renderer, changes, refused))
@@ -196,12 +200,14 @@ def _user_objects(
     renderer: Renderer,
     namespace: str,
     asleep: bool = False,
+    idle_port: int | None = None,
 ) -> list[Wanted]:
     """A user's home claim (named `claim`) and login objects: rendered, or, when the memo has every
     one of them in sync with the same inputs at the resourceVersion just read, taken as they are.
-    `asleep`: the login pod sleeps (its StatefulSet has replicas 0)."""
+    `asleep`: the login pod sleeps (its StatefulSet has replicas 0); `idle_port`: the idle
+    reporter's port (pods may sleep)."""
     owner = names.Owner("user", user.username)
-    inputs = renderer.user_inputs(user, claim, groups, asleep=asleep)
+    inputs = renderer.user_inputs(user, claim, groups, asleep=asleep, idle_port=idle_port)
     remembered = []
     for kind, name in user_object_keys(owner, claim):
         have = observed.objects.get((kind, name))
@@ -211,7 +217,8 @@ def _user_objects(
         remembered.append(Wanted.in_sync(kind, owner, inputs, needs_, claim if kind == PVC else ""))
     else:
         return remembered
-    rendered = (renderer.home(user, claim), *renderer.user_login(user, claim, groups, asleep=asleep))
+    logins = renderer.user_login(user, claim, groups, asleep=asleep, idle_port=idle_port)
+    rendered = (renderer.home(user, claim), *logins)
     return [replace(w, inputs=inputs) for w in rendered]
 
 

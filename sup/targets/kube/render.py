@@ -76,10 +76,16 @@ class Renderer:
         self.fingerprint = _fingerprint(settings, search)
 
     def user_inputs(
-        self, user: DesiredUser, claim: str, groups: tuple[int, ...] = (), *, asleep: bool = False
+        self,
+        user: DesiredUser,
+        claim: str,
+        groups: tuple[int, ...] = (),
+        *,
+        asleep: bool = False,
+        idle_port: int | None = None,
     ) -> Hashable:
         """Everything a user's objects are rendered from (the memo's key, memo.py)."""
-        return (self.fingerprint, user, claim, groups, asleep)
+        return (self.fingerprint, user, claim, groups, asleep, idle_port)
 
     # --- per user and per group ------------------------------------------------------------------
 
@@ -97,13 +103,15 @@ class Renderer:
         groups: tuple[int, ...] = (),
         *,
         asleep: bool = False,
+        idle_port: int | None = None,
     ) -> list[Wanted]:
         """The login StatefulSet, mounting the home claim `claim`, its Service and NetworkPolicy.
         `groups`: the gids of the user's other groups (the pod's supplementalGroups); `asleep`: the
-        pod sleeps (replicas 0; docs/ssh-gateway.md, "Scale to zero")."""
+        pod sleeps (replicas 0; docs/ssh-gateway.md, "Scale to zero"); `idle_port`: the idle
+        reporter's port when pods may sleep (env SUP_IDLE_PORT, the Service's `idle` port)."""
         owner = names.Owner("user", user.username)
         claim = claim or names.home_claim(user.uid_number)
-        context = {"user": _user_context(user, groups)}
+        context = {"user": _user_context(user, groups), "idle_port": idle_port}
         return [
             self._render(NETWORK_POLICY, NETWORK_POLICY_TEMPLATE, owner, context, names.LOGIN, claim=claim),
             self._render(SERVICE, SERVICE_TEMPLATE, owner, context, names.LOGIN, claim=claim),
@@ -117,11 +125,14 @@ class Renderer:
         claims: Mapping[int, str] | None = None,
         *,
         asleep: bool = False,
+        idle_port: int | None = None,
     ) -> list[Wanted]:
-        """`claims`: uid -> home claim name (homes.py), for the members' homes; `asleep`: replicas 0."""
+        """`claims`: uid -> home claim name (homes.py), for the members' homes; `asleep`: replicas 0;
+        `idle_port`: as for `user_login`."""
         owner = names.Owner("group", group.name)
         claims = claims or {}
         context = {
+            "idle_port": idle_port,
             "group": {"name": group.name, "gid_number": group.gid_number},
             "members": [
                 {**_user_context(m), "claim": claims.get(m.uid_number) or names.home_claim(m.uid_number)}
@@ -174,6 +185,7 @@ class Renderer:
             "pod_labels": owner.pod_labels(),
             "settings": self.values,
             "network": self.network,
+            "idle_port": None,
             **extra,
         }
         try:

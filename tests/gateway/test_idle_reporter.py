@@ -1,0 +1,72 @@
+"""The gateway asks the idle reporters of the pods SUP says may sleep soon, and tells SUP what they
+said in its heartbeat (docs/ssh-gateway.md, "Scale to zero"). The reporter is the login image's own
+(socat running images/login/sup-login-idle) in a PID namespace of its own, where a `sleep` started
+by "the person" is what a tmux or a nohup job would be in the login container."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from prometheus_client import REGISTRY
+
+from tests.support.gateway_api import GatewayApiStandIn, pod
+from tests.support.gateway_runner import RunningGateway
+from tests.support.idle_reporter import IdleReporter, ReporterUnavailable
+from tests.support.ports import free_port
+
+
+@pytest.fixture
+def reporter() -> Iterator[IdleReporter]:
+    try:
+        running = IdleReporter().start()
+    except ReporterUnavailable as exc:
+        pytest.skip(str(exc))
+    yield running
+    running.stop()
+
+
+def _polls(result: str) -> float:
+    return REGISTRY.get_sample_value("sup_gateway_idle_polls_total", {"result": result}) or 0.0
+
+
+def _reported(api: GatewayApiStandIn, busy: list[dict[str, Any]]) -> Callable[[], bool]:
+    return lambda: bool(api.heartbeats) and api.heartbeats[-1]["busy"] == busy
+
+
+def test_what_the_person_runs_makes_the_pod_busy_and_a_dead_reporter_silent(
+    api: GatewayApiStandIn, reporter: IdleReporter, make_gateway: Callable[..., RunningGateway]
+) -> None:
+    nobody_listens = free_port()
+    api.awake = [pod("login", "alice", reporter.port), pod("lab", "lab", nobody_listens, kind="group")]
+    before = {result: _polls(result) for result in ("busy", "idle", "silent")}
+    make_gateway()
+
+    # nothing of alice's runs: idle; nothing answers for lab: silent (SUP holds it up to max_awake)
+    lab = {"kind": "group", "name": "lab", "busy": None}
+    api.wait_for(_reported(api, [lab, {"kind": "user", "name": "alice", "busy": False}]), timeout=30)
+
+    reporter.run_as_person()  # alice left something running
+    api.wait_for(_reported(api, [lab, {"kind": "user", "name": "alice", "busy": True}]), timeout=30)
+
+    reporter.stop_persons_processes()
+    api.wait_for(_reported(api, [lab, {"kind": "user", "name": "alice", "busy": False}]), timeout=30)
+
+    reporter.stop()  # the reporter died (or the person killed it)
+    api.wait_for(_reported(api, [lab, {"kind": "user", "name": "alice", "busy": None}]), timeout=30)
+    assert all(_polls(result) > before[result] for result in ("busy", "idle", "silent"))
+
+
+def test_only_the_pods_sup_names_are_asked(
+    api: GatewayApiStandIn, reporter: IdleReporter, make_gateway: Callable[..., RunningGateway]
+) -> None:
+    reporter.run_as_person()
+    make_gateway()
+    api.wait_for(lambda: len(api.heartbeats) >= 2, timeout=30)
+    assert all(beat["busy"] == [] for beat in api.heartbeats)  # SUP named none: none asked
+
+    api.awake = [pod("login", "alice", reporter.port)]
+    api.wait_for(_reported(api, [{"kind": "user", "name": "alice", "busy": True}]), timeout=30)
+    api.awake = []  # alice's pod was stamped in use: no longer near sleep
+    api.wait_for(_reported(api, []), timeout=30)

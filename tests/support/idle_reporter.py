@@ -1,0 +1,89 @@
+"""The login image's idle reporter, for real: socat running images/login/sup-login-idle per connection
+on a loopback port, in a PID namespace of its own (`unshare --pid --fork --mount-proc`, as root), so
+that it counts what it would count in a login container: socat is PID 1 there, as sshd's listener
+is in the pod, and nothing else runs until a test starts "the person's" process in it (`nsenter`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+from tests.support.ports import free_port
+
+SCRIPT = Path(__file__).resolve().parents[2] / "images" / "login" / "sup-login-idle"
+
+
+class ReporterUnavailable(Exception):
+    """socat, unshare or nsenter is missing, or this is not root."""
+
+
+class IdleReporter:
+    def __init__(self) -> None:
+        for tool in ("socat", "unshare", "nsenter", "bash"):
+            if shutil.which(tool) is None:
+                raise ReporterUnavailable(f"{tool} is not installed")
+        self.port = free_port()
+        self._namespace: subprocess.Popen[bytes] | None = None
+        self._pid1 = 0
+        self._person: list[subprocess.Popen[bytes]] = []
+
+    def start(self, timeout: float = 30) -> IdleReporter:
+        listen = f"TCP-LISTEN:{self.port},bind=127.0.0.1,reuseaddr,fork"
+        self._namespace = subprocess.Popen(  # --kill-child: the namespace dies with unshare
+            ["unshare", "--pid", "--fork", "--kill-child", "--mount-proc", "socat", listen, f"EXEC:{SCRIPT}"],
+            stdin=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + timeout
+        children = Path(f"/proc/{self._namespace.pid}/task/{self._namespace.pid}/children")
+        while not self._pid1 or not self._listening():
+            if self._namespace.poll() is not None:
+                raise ReporterUnavailable(f"unshare exited with {self._namespace.returncode} (not root?)")
+            if time.monotonic() > deadline:
+                raise AssertionError("the idle reporter does not listen")
+            found = children.read_text().split() if children.exists() else []
+            self._pid1 = int(found[0]) if found else 0
+            time.sleep(0.05)
+        return self
+
+    def _listening(self) -> bool:
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=1):
+                return True
+        except OSError:
+            return False
+
+    def run_as_person(self, timeout: float = 30) -> None:
+        """A process of the person's in the container (a `sleep`, as a tmux or nohup job would be):
+        nsenter forks it into the namespace."""
+        nsenter = subprocess.Popen(["nsenter", "--target", str(self._pid1), "--pid", "sleep", "3600"])
+        self._person.append(nsenter)
+        children = Path(f"/proc/{nsenter.pid}/task/{nsenter.pid}/children")
+        deadline = time.monotonic() + timeout
+        while not (children.exists() and children.read_text().split()):
+            assert nsenter.poll() is None, "nsenter failed"
+            assert time.monotonic() < deadline, "nsenter started nothing"
+            time.sleep(0.05)
+
+    def stop_persons_processes(self) -> None:
+        """Kill the person's processes (the sleep inside; nsenter, outside, then exits)."""
+        for nsenter in self._person:
+            children = Path(f"/proc/{nsenter.pid}/task/{nsenter.pid}/children")
+            for pid in children.read_text().split() if nsenter.poll() is None else []:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(int(pid), signal.SIGKILL)
+            nsenter.wait()
+        self._person.clear()
+
+    def stop(self) -> None:
+        """The reporter dies (its whole namespace: unshare's child gets SIGKILL with it)."""
+        self.stop_persons_processes()
+        if self._namespace is not None and self._namespace.poll() is None:
+            self._namespace.send_signal(signal.SIGKILL)
+            self._namespace.wait()
