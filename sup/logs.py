@@ -23,22 +23,25 @@ from typing import Any, Literal
 
 request_id_var: ContextVar[str | None] = ContextVar("sup_request_id", default=None)
 
+# In this order, the most structured first: a pattern that masks part of a match of a later one
+# must come after it ("Bearer" before a URL or a PEM block would mask the scheme or the BEGIN line,
+# and the password or key would then go unmasked).
 _SECRETS = (
-    # Authorization: Bearer xxx / Basic xxx
-    (re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{8,}"), r"\1 [REDACTED]"),
-    # SUP's own tokens (sup/domain/tokens.py: "sup_" + url-safe base64)
-    (re.compile(r"\bsup_[A-Za-z0-9_-]{16,}"), "sup_[REDACTED]"),
-    # scheme://user:password@host
-    (re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^\s:/@]+:)[^\s@/]+@"), r"\1[REDACTED]@"),
-    # password=..., client_secret: ..., "bind_password": "..."
-    (
-        re.compile(r"""(?i)((?:password|passwd|secret|token|credential)s?["']?\s*[=:]\s*["']?)[^\s"',}&]+"""),
-        r"\1[REDACTED]",
-    ),
     # PEM private keys (an SSH or TLS private key pasted where a public key belongs)
     (
         re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(-----END [A-Z ]*PRIVATE KEY-----|$)", re.S),
         "[REDACTED PRIVATE KEY]",
+    ),
+    # scheme://user:password@host
+    (re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^\s:/@]+:)[^\s@/]+@"), r"\1[REDACTED]@"),
+    # Authorization: Bearer xxx / Basic xxx
+    (re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{8,}"), r"\1 [REDACTED]"),
+    # SUP's own tokens (sup/domain/tokens.py: "sup_" + url-safe base64)
+    (re.compile(r"\bsup_[A-Za-z0-9_-]{16,}"), "sup_[REDACTED]"),
+    # password=..., client_secret: ..., "bind_password": "..."
+    (
+        re.compile(r"""(?i)((?:password|passwd|secret|token|credential)s?["']?\s*[=:]\s*["']?)[^\s"',}&]+"""),
+        r"\1[REDACTED]",
     ),
 )
 
