@@ -10,7 +10,9 @@ one person costs one request, and a suspension holds at the edge within that tim
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import logging
+import sys
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -22,6 +24,17 @@ import httpx
 from sup.domain.gateway import PodRoute
 
 log = logging.getLogger(__name__)
+
+
+def skip_absent_sniffio() -> None:
+    """httpcore runs `import sniffio` several times per request; sniffio is not installed (anyio no
+    longer needs it), and a failed import is not remembered, so each one searches sys.path again:
+    about 0.1 ms each, some 0.6 ms of the gateway's CPU per call to SUP, a tenth of a connection's.
+    A None in sys.modules makes that import fail at once, as it would anyway (httpcore then assumes
+    asyncio, which this is). Nothing changes when sniffio is installed."""
+    if "sniffio" not in sys.modules and importlib.util.find_spec("sniffio") is None:
+        sys.modules["sniffio"] = None  # type: ignore[assignment]
+
 
 MAX_USERNAME = 256  # longer names are not asked about: nobody has one
 CACHE_ENTRIES = 10_000  # a scan with many names must not grow the cache without bound
@@ -90,6 +103,7 @@ class SupApi:
         timeout: float = 10,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
+        skip_absent_sniffio()
         self._client = httpx.AsyncClient(
             base_url=base_url.rstrip("/") + "/api/v1/gateway",
             headers={"Authorization": f"Bearer {token}"},
