@@ -145,7 +145,9 @@ class Client:
             preferred_auth="publickey",
         )
         try:
-            _, probe = await conn.create_connection(Probe, self.pod, 22)
+            _, session = await conn.create_connection(Probe, self.pod, 22)
+            assert isinstance(session, Probe)
+            probe = session
             await probe.ping()
         except BaseException:
             conn.abort()
