@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import sys
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -93,6 +94,12 @@ class GatewayApiStandIn:
         class Server(ThreadingHTTPServer):
             request_queue_size = 1024  # a burst of logins posts as many events at once
             daemon_threads = True
+
+            def handle_error(self, request: Any, client_address: Any) -> None:
+                if not isinstance(
+                    sys.exc_info()[1], ConnectionError
+                ):  # a kept connection the gateway dropped
+                    super().handle_error(request, client_address)
 
         self.server = Server(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
