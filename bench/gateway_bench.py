@@ -2,6 +2,8 @@
 how many new connections per second it takes.
 
     .venv/bin/python bench/gateway_bench.py [--samples 40] [--sessions 100] [--seconds 10] [--clients 4]
+        [--parts abcde] [--held 1000] [--rates 10,25,50,75,100,150] [--step-seconds 10] [--people 200]
+        [--overload-max 50] [--burst 300] [--gateway-cpus 0] [--client-cpus 1] [--workers 1] [--profile F]
 
 Starts, as tests/gateway does: a stand-in of SUP's /api/v1/gateway (tests/support/gateway_api.py),
 a real sshd on loopback as the login pod (tests/support/sshd.py), and `sup gateway` as its own
@@ -18,6 +20,14 @@ process (so its CPU time and memory are its own, read from /proc). Then, with Op
       gateway's own);
   (d) bulk copy: `--megabytes` through one tunnel (`ssh -J ... cat > /dev/null`), the rate and the
       gateway's peak memory (flow control keeps it flat).
+  (e) capacity, with asyncssh clients (bench/gateway_load.py, its own process; its docstring says
+      what one connection does): a fresh `sup gateway` pinned to `--gateway-cpus`, the load, an echo
+      "pod" and this process (the API stand-in) to `--client-cpus`; `--held` tunnels held, then
+      offered rates in steps with latency and failures, every held tunnel checked after each step,
+      the rate where the median doubles; then a second gateway with `max_connections`
+      `--overload-max`: what OpenSSH's `ssh -J` prints when it is full, a `--burst` at once, and
+      whether the held tunnels of both survived. `--profile F`: the gateway under cProfile (slower:
+      for where the CPU goes, not for the figures).
 Not a test: nothing here asserts a time.
 """
 
