@@ -2,6 +2,8 @@
 how many new connections per second it takes.
 
     .venv/bin/python bench/gateway_bench.py [--samples 40] [--sessions 100] [--seconds 10] [--clients 4]
+        [--parts abcde] [--held 1000] [--rates 10,25,50,75,100,150] [--step-seconds 10] [--people 200]
+        [--overload-max 50] [--burst 300] [--gateway-cpus 0] [--client-cpus 1] [--workers 1] [--profile F]
 
 Starts, as tests/gateway does: a stand-in of SUP's /api/v1/gateway (tests/support/gateway_api.py),
 a real sshd on loopback as the login pod (tests/support/sshd.py), and `sup gateway` as its own
@@ -18,12 +20,21 @@ process (so its CPU time and memory are its own, read from /proc). Then, with Op
       gateway's own);
   (d) bulk copy: `--megabytes` through one tunnel (`ssh -J ... cat > /dev/null`), the rate and the
       gateway's peak memory (flow control keeps it flat).
+  (e) capacity, with asyncssh clients (bench/gateway_load.py, its own process; its docstring says
+      what one connection does): a fresh `sup gateway` pinned to `--gateway-cpus`, the load, an echo
+      "pod" and this process (the API stand-in) to `--client-cpus`; `--held` tunnels held, then
+      offered rates in steps with latency and failures, every held tunnel checked after each step,
+      the rate where the median doubles; then a second gateway with `max_connections`
+      `--overload-max`: what OpenSSH's `ssh -J` prints when it is full, a `--burst` at once, and
+      whether the held tunnels of both survived. `--profile F`: the gateway under cProfile (slower:
+      for where the CPU goes, not for the figures).
 Not a test: nothing here asserts a time.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
@@ -32,6 +43,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -74,6 +86,130 @@ def timed(argv: list[str]) -> float:
     return time.perf_counter() - started
 
 
+LOAD = Path(__file__).with_name("gateway_load.py")
+
+
+def cpus(spec: str) -> set[int]:
+    return {int(part) for part in spec.split(",")}
+
+
+def children(pid: int) -> list[int]:
+    path = Path(f"/proc/{pid}/task/{pid}/children")
+    return [int(child) for child in path.read_text().split()] if path.exists() else []
+
+
+def uptime() -> str:
+    return subprocess.run(["uptime"], capture_output=True, text=True, check=False).stdout.strip()  # noqa: S607
+
+
+def capacity(
+    args: argparse.Namespace, work: Path, api: GatewayApiStandIn, login: StandInPod, env: dict[str, str]
+) -> None:
+    """(e) held sessions and new connections/s with asyncssh clients (bench/gateway_load.py) in their
+    own process, the gateway pinned to `--gateway-cpus`, everything else here to `--client-cpus`."""
+    os.sched_setaffinity(0, cpus(args.client_cpus))  # this process answers as SUP's API
+    pin_client = ["taskset", "-c", args.client_cpus, sys.executable, str(LOAD)]
+    pin_gateway = ["taskset", "-c", args.gateway_cpus]
+    echo_port = free_port()
+    echo = subprocess.Popen([*pin_client, "echo", str(echo_port)])  # noqa: S603
+    key_fingerprint = fingerprint(work / "alice.pub")
+    users = [f"p{i}" for i in range(args.people)]
+    for user in ["alice", *users]:
+        api.routes[user] = {
+            "username": user,
+            "fingerprints": [key_fingerprint],
+            "pods": [pod("login", user, login.port), pod("echo", "echo", echo_port, kind="group")],
+        }
+
+    def start(port: int, max_connections: int, workers: int, profile: Path | None) -> subprocess.Popen[bytes]:
+        settings = {
+            **env,
+            "SUP_GATEWAY__LISTEN_PORT": str(port),
+            "SUP_GATEWAY__METRICS_PORT": str(free_port()),
+            "SUP_GATEWAY__MAX_CONNECTIONS": str(max_connections),
+            "SUP_GATEWAY__MAX_SESSIONS_PER_PERSON": str(args.held + 100),
+            "SUP_GATEWAY__WORKERS": str(workers),
+        }
+        argv = [sup_executable(), "gateway", "--log-level", "warning"]
+        if profile is not None:
+            run = (
+                "import cProfile, sys; sys.argv = ['sup', 'gateway', '--log-level', 'warning']; "
+                f"from sup.cli import main; cProfile.run('main()', {str(profile)!r})"
+            )
+            argv = [sys.executable, "-c", run]
+        return subprocess.Popen([*pin_gateway, *argv], env=settings)  # noqa: S603
+
+    port, overload_port = free_port(), free_port()
+    gateway = start(port, args.held + 1000, args.workers, args.profile)
+    overloaded = start(overload_port, args.overload_max, 1, None)
+    records: list[dict[str, Any]] = []
+    try:
+        wait_listening(port, gateway)
+        wait_listening(overload_port, overloaded)
+        wait_listening(echo_port, echo)
+        pids = children(gateway.pid) if args.workers > 1 else [gateway.pid]
+        ssh_full = SshClient(work, work / "alice", overload_port)
+        config = {
+            "gateway_pids": pids,
+            "port": port,
+            "key": str(work / "alice"),
+            "users": users,
+            "pod": "echo",
+            "samples": 20,
+            "held": args.held,
+            "ramp_parallel": 50,
+            "rates": [float(rate) for rate in args.rates.split(",")],
+            "step_seconds": args.step_seconds,
+            "overload_port": overload_port,
+            "overload_held": args.overload_max,
+            "overload_ssh": [
+                "ssh",
+                "-F",
+                str(ssh_full.config),
+                "-J",
+                ssh_full.jump("alice"),
+                "root@login",
+                "true",
+            ],
+            "burst": args.burst,
+        }
+        (work / "load.json").write_text(json.dumps(config))
+        print(f"(e) before: {uptime()}")
+        print(
+            f"(e) gateway pid(s) {pids} on CPU {args.gateway_cpus} (workers {args.workers}); load generator, "
+            f"echo pod, API stand-in on CPU {args.client_cpus}; sshd unpinned",
+            flush=True,
+        )
+        with subprocess.Popen(  # noqa: S603 - the load generator
+            [*pin_client, "load", str(work / "load.json")], stdout=subprocess.PIPE, text=True
+        ) as load:
+            assert load.stdout is not None
+            for line in load.stdout:
+                record = json.loads(line)
+                records.append(record)
+                print(f"(e) {json.dumps(record)}", flush=True)
+        print(f"(e) after: {uptime()}")
+        idle = next((r for r in records if r["phase"] == "idle_held"), None)
+        if idle is not None:
+            doubled = next(
+                (
+                    r
+                    for r in records
+                    if r["phase"] == "step" and (r["median_ms"] or 1e9) >= 2 * idle["median_ms"]
+                ),
+                None,
+            )
+            print(
+                f"(e) idle median with sessions held {idle['median_ms']:.0f} ms; median doubled at "
+                + (f"{doubled['rate']:g}/s offered" if doubled else "no step offered")
+            )
+    finally:
+        for process in (gateway, overloaded, echo):
+            process.terminate()
+        for process in (gateway, overloaded, echo):
+            process.wait()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -83,6 +219,19 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10)
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--megabytes", type=int, default=200)
+    parser.add_argument("--parts", default="abcde", help="which parts to run (e: capacity, below)")
+    parser.add_argument("--held", type=int, default=1000, help="(e) tunnels held through the rate steps")
+    parser.add_argument("--rates", default="10,25,50,75,100,150", help="(e) offered new connections/s")
+    parser.add_argument("--step-seconds", type=float, default=10)
+    parser.add_argument("--people", type=int, default=200, help="(e) usernames the connections cycle over")
+    parser.add_argument(
+        "--overload-max", type=int, default=50, help="(e) max_connections of the overload gateway"
+    )
+    parser.add_argument("--burst", type=int, default=300, help="(e) connections at once against it")
+    parser.add_argument("--gateway-cpus", default="0", help="(e) taskset CPU list of `sup gateway`")
+    parser.add_argument("--client-cpus", default="1", help="(e) CPUs of the load generator, echo pod, this")
+    parser.add_argument("--workers", type=int, default=1, help="(e) gateway.workers")
+    parser.add_argument("--profile", type=Path, help="(e) run the gateway under cProfile, stats to this file")
     args = parser.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="gateway-bench-"))
@@ -122,89 +271,103 @@ def main() -> None:
         timed(direct), timed(through)  # known_hosts filled, caches warm
         print(f"gateway pid {gateway.pid}: {rss_mib(gateway.pid):.0f} MiB resident at start")
 
-        # (a) latency
-        direct_s, through_s = [], []
-        for _ in range(args.samples):
-            direct_s.append(timed(direct))
-            through_s.append(timed(through))
-        md, mt = statistics.median(direct_s), statistics.median(through_s)
-        print(
-            f"(a) connect+auth+`true`, {args.samples} each: direct median {md * 1000:.0f} ms p95 "
-            f"{p95(direct_s) * 1000:.0f} ms; through the gateway median {mt * 1000:.0f} ms p95 "
-            f"{p95(through_s) * 1000:.0f} ms; overhead median {(mt - md) * 1000:.0f} ms"
-        )
+        if "a" in args.parts:
+            # (a) latency
+            direct_s, through_s = [], []
+            for _ in range(args.samples):
+                direct_s.append(timed(direct))
+                through_s.append(timed(through))
+            md, mt = statistics.median(direct_s), statistics.median(through_s)
+            print(
+                f"(a) connect+auth+`true`, {args.samples} each: direct median {md * 1000:.0f} ms p95 "
+                f"{p95(direct_s) * 1000:.0f} ms; through the gateway median {mt * 1000:.0f} ms p95 "
+                f"{p95(through_s) * 1000:.0f} ms; overhead median {(mt - md) * 1000:.0f} ms"
+            )
 
-        # (b) sessions held
-        rss0, cpu0 = rss_mib(gateway.pid), cpu_seconds(gateway.pid)
-        started = time.perf_counter()
-        for _ in range(args.sessions):
-            held.append(client.popen("-J", client.jump("alice"), "root@login", "echo ready; exec sleep 3600"))
-        for session in held:
-            assert session.stdout is not None
-            if session.stdout.readline() != "ready\n":
-                raise SystemExit(f"a held session failed: {session.stderr.read() if session.stderr else ''}")
-        ramp = time.perf_counter() - started
-        rss1, cpu1 = rss_mib(gateway.pid), cpu_seconds(gateway.pid)
-        extra = [timed(through) for _ in range(5)]
-        print(
-            f"(b) {args.sessions} sessions held (opened in {ramp:.1f} s): "
-            f"gateway {rss0:.0f} -> {rss1:.0f} MiB "
-            f"({(rss1 - rss0) * 1024 / args.sessions:.0f} KiB each), {cpu1 - cpu0:.2f} s CPU "
-            f"({(cpu1 - cpu0) * 1000 / args.sessions:.1f} ms each); one more connection meanwhile: "
-            f"median {statistics.median(extra) * 1000:.0f} ms"
-        )
-        for session in held:
-            session.terminate()
-        for session in held:
-            session.wait()
-        held.clear()
+        if "b" in args.parts:
+            # (b) sessions held
+            rss0, cpu0 = rss_mib(gateway.pid), cpu_seconds(gateway.pid)
+            started = time.perf_counter()
+            for _ in range(args.sessions):
+                held.append(
+                    client.popen("-J", client.jump("alice"), "root@login", "echo ready; exec sleep 3600")
+                )
+            for session in held:
+                assert session.stdout is not None
+                if session.stdout.readline() != "ready\n":
+                    raise SystemExit(
+                        f"a held session failed: {session.stderr.read() if session.stderr else ''}"
+                    )
+            ramp = time.perf_counter() - started
+            rss1, cpu1 = rss_mib(gateway.pid), cpu_seconds(gateway.pid)
+            extra = [timed(through) for _ in range(5)]
+            print(
+                f"(b) {args.sessions} sessions held (opened in {ramp:.1f} s): "
+                f"gateway {rss0:.0f} -> {rss1:.0f} MiB "
+                f"({(rss1 - rss0) * 1024 / args.sessions:.0f} KiB each), {cpu1 - cpu0:.2f} s CPU "
+                f"({(cpu1 - cpu0) * 1000 / args.sessions:.1f} ms each); one more connection meanwhile: "
+                f"median {statistics.median(extra) * 1000:.0f} ms"
+            )
+            for session in held:
+                session.terminate()
+            for session in held:
+                session.wait()
+            held.clear()
 
-        # (c) new connections per second (a session channel: the help text, exit 1)
-        plain = [*ssh, "-p", str(port), "alice@127.0.0.1", "true"]
-        counts = [0] * args.clients
-        deadline = time.perf_counter() + args.seconds
+        if "c" in args.parts:
+            # (c) new connections per second (a session channel: the help text, exit 1)
+            plain = [*ssh, "-p", str(port), "alice@127.0.0.1", "true"]
+            counts = [0] * args.clients
+            deadline = time.perf_counter() + args.seconds
 
-        def loop(index: int) -> None:
-            while time.perf_counter() < deadline:
-                subprocess.run(plain, capture_output=True, timeout=120, check=False)  # noqa: S603
-                counts[index] += 1
+            def loop(index: int) -> None:
+                while time.perf_counter() < deadline:
+                    subprocess.run(plain, capture_output=True, timeout=120, check=False)  # noqa: S603
+                    counts[index] += 1
 
-        cpu0 = cpu_seconds(gateway.pid)
-        threads = [threading.Thread(target=loop, args=(i,)) for i in range(args.clients)]
-        started = time.perf_counter()
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        elapsed = time.perf_counter() - started
-        total = sum(counts)
-        cpu = cpu_seconds(gateway.pid) - cpu0
-        print(
-            f"(c) {total} connections in {elapsed:.1f} s from {args.clients} client loops: "
-            f"{total / elapsed:.0f}/s; "
-            f"gateway CPU {cpu:.2f} s ({cpu * 1000 / total:.1f} ms per connection, "
-            f"so one core would take about {total / cpu:.0f}/s)"
-        )
+            cpu0 = cpu_seconds(gateway.pid)
+            threads = [threading.Thread(target=loop, args=(i,)) for i in range(args.clients)]
+            started = time.perf_counter()
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            elapsed = time.perf_counter() - started
+            total = sum(counts)
+            cpu = cpu_seconds(gateway.pid) - cpu0
+            print(
+                f"(c) {total} connections in {elapsed:.1f} s from {args.clients} client loops: "
+                f"{total / elapsed:.0f}/s; "
+                f"gateway CPU {cpu:.2f} s ({cpu * 1000 / total:.1f} ms per connection, "
+                f"so one core would take about {total / cpu:.0f}/s)"
+            )
 
-        # (d) bulk copy through one tunnel
-        cpu0 = cpu_seconds(gateway.pid)
-        started = time.perf_counter()
-        with subprocess.Popen(  # noqa: S603 - OpenSSH's client
-            [*ssh, "-J", client.jump("alice"), "root@login", "cat > /dev/null"], stdin=subprocess.PIPE
-        ) as copy:
-            assert copy.stdin is not None
-            block = os.urandom(1 << 20)
-            for _ in range(args.megabytes):
-                copy.stdin.write(block)
-            copy.stdin.close()
-            copy.wait()
-        elapsed = time.perf_counter() - started
-        cpu = cpu_seconds(gateway.pid) - cpu0
-        print(
-            f"(d) {args.megabytes} MiB through one tunnel in {elapsed:.1f} s "
-            f"({args.megabytes / elapsed:.0f} MiB/s, gateway CPU {cpu:.2f} s); "
-            f"gateway peak resident {hwm_mib(gateway.pid):.0f} MiB over the whole run"
-        )
+        if "d" in args.parts:
+            # (d) bulk copy through one tunnel
+            cpu0 = cpu_seconds(gateway.pid)
+            started = time.perf_counter()
+            with subprocess.Popen(  # noqa: S603 - OpenSSH's client
+                [*ssh, "-J", client.jump("alice"), "root@login", "cat > /dev/null"], stdin=subprocess.PIPE
+            ) as copy:
+                assert copy.stdin is not None
+                block = os.urandom(1 << 20)
+                for _ in range(args.megabytes):
+                    copy.stdin.write(block)
+                copy.stdin.close()
+                copy.wait()
+            elapsed = time.perf_counter() - started
+            cpu = cpu_seconds(gateway.pid) - cpu0
+            print(
+                f"(d) {args.megabytes} MiB through one tunnel in {elapsed:.1f} s "
+                f"({args.megabytes / elapsed:.0f} MiB/s, gateway CPU {cpu:.2f} s); "
+                f"gateway peak resident {hwm_mib(gateway.pid):.0f} MiB over the whole run"
+            )
+
+        if "e" in args.parts:
+            gateway.terminate()
+            gateway.wait()
+            capacity(args, work, api, login, env)
+
     finally:
         for session in held:
             session.kill()

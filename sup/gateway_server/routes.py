@@ -10,7 +10,9 @@ one person costs one request, and a suspension holds at the edge within that tim
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import logging
+import sys
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -23,7 +25,19 @@ from sup.domain.gateway import PodRoute
 
 log = logging.getLogger(__name__)
 
+
+def skip_absent_sniffio() -> None:
+    """httpcore runs `import sniffio` several times per request; sniffio is not installed (anyio no
+    longer needs it), and a failed import is not remembered, so each one searches sys.path again:
+    about 0.1 ms each, some 0.6 ms of the gateway's CPU per call to SUP, a tenth of a connection's.
+    A None in sys.modules makes that import fail at once, as it would anyway (httpcore then assumes
+    asyncio, which this is). Nothing changes when sniffio is installed."""
+    if "sniffio" not in sys.modules and importlib.util.find_spec("sniffio") is None:
+        sys.modules["sniffio"] = None  # type: ignore[assignment]
+
+
 MAX_USERNAME = 256  # longer names are not asked about: nobody has one
+BACKGROUND_CONNECTIONS = 20  # to SUP for events and heartbeats; lookups have a pool of their own
 CACHE_ENTRIES = 10_000  # a scan with many names must not grow the cache without bound
 
 
@@ -110,19 +124,32 @@ class SupApi:
         timeout: float = 10,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
-        self._client = httpx.AsyncClient(
-            base_url=base_url.rstrip("/") + "/api/v1/gateway",
-            headers={"Authorization": f"Bearer {token}"},
-            timeout=timeout,
-            transport=transport,
+        skip_absent_sniffio()
+        options: dict[str, Any] = {
+            "base_url": base_url.rstrip("/") + "/api/v1/gateway",
+            "headers": {"Authorization": f"Bearer {token}"},
+            "timeout": timeout,
+            "transport": transport,
+        }
+        # Two pools: route lookups and wakes (a person waits on them) never queue behind the audit
+        # events and heartbeats posted in the background, of which a burst of logins to a slow SUP
+        # would otherwise hold every connection (seen in bench/gateway_bench.py beyond capacity:
+        # route lookups timed out waiting for the pool and people with good keys were refused).
+        self._client = httpx.AsyncClient(**options)
+        self._background = httpx.AsyncClient(
+            **options, limits=httpx.Limits(max_connections=BACKGROUND_CONNECTIONS)
         )
 
     async def close(self) -> None:
         await self._client.aclose()
+        await self._background.aclose()
 
-    async def _send(self, method: str, path: str, body: dict[str, Any] | None = None) -> httpx.Response:
+    async def _send(
+        self, method: str, path: str, body: dict[str, Any] | None = None, *, background: bool = False
+    ) -> httpx.Response:
+        client = self._background if background else self._client
         try:
-            return await self._client.request(method, path, json=body)
+            return await client.request(method, path, json=body)
         except httpx.HTTPError as exc:
             raise SupUnavailable(f"{method} {path}: {type(exc).__name__}") from None
 
@@ -150,12 +177,12 @@ class SupApi:
             raise SupUnavailable(f"wake answered {response.status_code}")
 
     async def event(self, body: dict[str, Any]) -> None:
-        response = await self._send("POST", "/events", body)
+        response = await self._send("POST", "/events", body, background=True)
         if response.status_code >= 300:
             raise SupUnavailable(f"events answered {response.status_code}")
 
     async def heartbeat(self, body: dict[str, Any]) -> None:
-        response = await self._send("POST", "/heartbeat", body)
+        response = await self._send("POST", "/heartbeat", body, background=True)
         if response.status_code >= 300:
             raise SupUnavailable(f"heartbeat answered {response.status_code}")
 

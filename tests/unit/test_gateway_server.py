@@ -4,7 +4,10 @@ contract says, the texts a person sees, the settings it reads."""
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
+import sys
+import types
 
 import httpx
 import pytest
@@ -213,6 +216,34 @@ def test_wake_event_and_heartbeat_bodies() -> None:
         ("/api/v1/gateway/events", {"event": "login"}),
         ("/api/v1/gateway/heartbeat", {"gateway": "gw-1", "sessions": [], "busy": []}),
     ]
+
+
+def test_the_api_client_makes_the_absent_sniffio_fail_to_import_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """httpcore imports sniffio on every request; absent, each import searched sys.path again."""
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "sniffio" else find_spec(name, *a)
+    )
+    monkeypatch.setitem(sys.modules, "sniffio", None)  # undone at the end: absent again
+    monkeypatch.delitem(sys.modules, "sniffio")
+    from httpcore._synchronization import current_async_library
+
+    async def run() -> str:
+        api = _api(httpx.MockTransport(lambda request: httpx.Response(204)))
+        await api.close()
+        return current_async_library()
+
+    assert asyncio.run(run()) == "asyncio"
+    assert "sniffio" in sys.modules and sys.modules["sniffio"] is None
+
+
+def test_an_installed_sniffio_is_left_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    installed = types.ModuleType("sniffio")
+    monkeypatch.setitem(sys.modules, "sniffio", installed)
+    asyncio.run(_api(httpx.MockTransport(lambda request: httpx.Response(204))).close())
+    assert sys.modules["sniffio"] is installed
 
 
 def test_parse_route_orders_pods_as_sup_sends_them() -> None:
