@@ -108,12 +108,27 @@ def test_through_the_gateway_to_their_own_pod_then_asleep_and_woken_with_the_hom
     refused = Through(tmp_path, bob, gateway.port).ssh("alice", "id")
     assert refused.returncode == SSH_FAILED and "Permission denied" in refused.stderr
 
-    # idle (nobody connected for idle_seconds): SUP's pass scales the pod to zero; the home stays
-    site.reconcile("kube")
-    time.sleep(1.5)
-    site.reconcile("kube")
+    # something of hers still runs after she left (a nohup job): the idle reporter in her pod says
+    # so to the gateway, and SUP's passes leave the pod up
+    left = through.ssh("alice", "nohup sleep 600 >/dev/null 2>&1 & echo left")
+    assert left.stdout == "left\n", left.stderr
+    wait_for_busy(gateway, "alice", True)
+    for _ in range(3):
+        site.reconcile("kube")
+        time.sleep(1)
+    assert replicas(site, "login-alice") == 1
+
+    # once it ends (nothing of hers runs, nobody connected for idle_seconds), SUP's pass scales the
+    # pod to zero; the home stays
+    ended = through.ssh("alice", "pkill -u alice -x sleep; echo ended")
+    assert ended.stdout == "ended\n", ended.stderr
+    wait_for_busy(gateway, "alice", False)
+    deadline = time.monotonic() + 60
+    while replicas(site, "login-alice") != 0:  # a readiness probe's sshd child can read busy once
+        assert time.monotonic() < deadline, "alice's idle pod was never put to sleep"
+        site.reconcile("kube")
+        time.sleep(1)
     statefulset = f"/apis/apps/v1/namespaces/{site.namespace}/statefulsets/login-alice"
-    assert site.cluster.api.get(statefulset)["spec"]["replicas"] == 0  # type: ignore[index]
     site.cluster.wait_for(lambda: site.gone("pods/login-alice-0"), "alice's pod gone", timeout=120)
 
     # the next connection wakes it and lands, same home, same host key (known_hosts unchanged)
@@ -199,6 +214,15 @@ def test_group_pod_many_sessions_kept_up_while_a_member_is_in_and_a_suspended_pe
     refused = through["alice"].ssh("alice", "id")
     assert refused.returncode == SSH_FAILED and "Permission denied" in refused.stderr
     assert replicas(site, "login-alice") in (0, None)
+
+
+def wait_for_busy(gateway: RunningGateway, name: str, busy: bool, timeout: float = 60) -> None:
+    """Until SUP has accepted a heartbeat in which the reporter of `name`'s pod said `busy`."""
+    deadline = time.monotonic() + timeout
+    wanted = {"kind": "user", "name": name, "busy": busy}
+    while not any(wanted in beat["busy"] for beat in gateway.heartbeats()[-2:]):
+        assert time.monotonic() < deadline, f"no heartbeat with {wanted}: {gateway.heartbeats()[-2:]}"
+        time.sleep(0.3)
 
 
 def replicas(site: LoginSite, login: str) -> int | None:
