@@ -86,6 +86,17 @@ class Through:
         argv = ["scp", "-F", str(self.config), "-J", self.jump, *paths]
         return subprocess.run(argv, capture_output=True, text=True, timeout=180, check=False)
 
+    def sftp(self, destination: str, batch: str) -> subprocess.CompletedProcess[str]:
+        """`sftp -J ... -b - DESTINATION` with the commands in `batch`."""
+        argv = ["sftp", "-F", str(self.config), "-J", self.jump, "-b", "-", destination]
+        return subprocess.run(argv, input=batch, capture_output=True, text=True, timeout=180, check=False)
+
+    def rsync(self, *arguments: str) -> subprocess.CompletedProcess[str]:
+        """`rsync -e 'ssh -J ...' ARGUMENTS`."""
+        remote_shell = f"ssh -F {self.config} -J {self.jump}"
+        argv = ["rsync", "-e", remote_shell, *arguments]
+        return subprocess.run(argv, capture_output=True, text=True, timeout=180, check=False)
+
 
 @dataclass
 class LoginSite:

@@ -6,6 +6,7 @@ the cluster."""
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -104,12 +105,30 @@ def test_through_the_gateway_to_their_own_pod_then_asleep_and_woken_with_the_hom
     assert copied.returncode == 0, copied.stderr
     assert back.read_text() == "through the gateway\n"
 
+    # sftp and rsync (in the login image) through it too; rsync's second run sends nothing
+    listed = through.sftp("alice@login", "ls -1 notes.txt\n")
+    assert listed.returncode == 0, listed.stderr
+    assert "notes.txt" in listed.stdout.splitlines()
+    tree = tmp_path / "tree"
+    (tree / "run").mkdir(parents=True)
+    (tree / "run" / "weights.bin").write_bytes(os.urandom(2 * 2**20))
+    (tree / "run" / "notes.md").write_text("epoch 1\n")
+    first = through.rsync("-a", "--stats", f"{tree}/", "alice@login:tree/")
+    assert first.returncode == 0, first.stderr
+    assert "Number of regular files transferred: 2" in first.stdout
+    second = through.rsync("-a", "--stats", f"{tree}/", "alice@login:tree/")
+    assert "Number of regular files transferred: 0" in second.stdout, second.stdout + second.stderr
+    fetched = tmp_path / "fetched"
+    assert through.rsync("-a", "alice@login:tree/", f"{fetched}/").returncode == 0
+    assert (fetched / "run" / "weights.bin").read_bytes() == (tree / "run" / "weights.bin").read_bytes()
+
     # bob's key does not get him into alice's pod, nor through the gateway as alice
     refused = Through(tmp_path, bob, gateway.port).ssh("alice", "id")
     assert refused.returncode == SSH_FAILED and "Permission denied" in refused.stderr
 
     # something of hers still runs after she left (a nohup job): the idle reporter in her pod says
     # so to the gateway, and SUP's passes leave the pod up
+    site.reconcile("kube")  # a full pass sees her pod first: from then on it may sleep, and is asked
     left = through.ssh("alice", "nohup sleep 600 >/dev/null 2>&1 & echo left")
     assert left.stdout == "left\n", left.stderr
     wait_for_busy(gateway, "alice", True)
@@ -204,9 +223,11 @@ def test_group_pod_many_sessions_kept_up_while_a_member_is_in_and_a_suspended_pe
     site.cluster.wait_for(
         lambda: site.call("GET", "gateway/sessions").json() == [], "the session to leave SUP's list", 60
     )
-    time.sleep(1.5)
-    site.reconcile("kube")
-    assert replicas(site, "group-physics") == 0
+    deadline = time.monotonic() + 60
+    while replicas(site, "group-physics") != 0:  # the pod's reporter is asked once nobody holds it
+        assert time.monotonic() < deadline, f"the group's pod never slept: {gateway.heartbeats()[-2:]}"
+        site.reconcile("kube")
+        time.sleep(1)
 
     # suspended: refused at the gateway as a wrong key would be, and nothing is woken for her
     site.patch("users/alice", {"active": False})

@@ -137,11 +137,14 @@ def test_rsync_round_trip_and_forwarding_as_set(pod: LoginPod, alice_home: Path,
     )  # fmt: skip
     assert up.returncode == 0, up.stderr
     assert (alice_home / "copy" / "data").read_bytes() == (sent / "data").read_bytes()
+    # `-W` to the pod's own sshd, which listens there: allowed, its banner would come back
+    target = f"127.0.0.1:{pod.port}"
     stdio = subprocess.run(
-        ["ssh", *pod.options(key, "accept-new"), "-p", str(pod.port), "-W", "127.0.0.1:9", "alice@127.0.0.1"],
+        ["ssh", *pod.options(key, "accept-new"), "-p", str(pod.port), "-W", target, "alice@127.0.0.1"],
         input="", capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
-    assert stdio.returncode == 255 and "administratively prohibited" in stdio.stderr
+    assert stdio.returncode == 255 and "stdio forwarding failed" in stdio.stderr
+    assert "SSH-2.0" not in stdio.stdout
 
 
 def test_group_pod_lets_each_member_in_as_themselves_and_nobody_else(pod: LoginPod, tmp_path: Path) -> None:
