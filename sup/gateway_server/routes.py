@@ -74,21 +74,23 @@ class GatewayApi(Protocol):
     async def awake(self) -> list[PodRoute]: ...
 
 
+def _pod(pod: Any, *, awake: bool) -> PodRoute:
+    """One pod of a routes or awake answer (KeyError, TypeError, ValueError if malformed)."""
+    return PodRoute(
+        name=str(pod["name"]),
+        kind="group" if pod["kind"] == "group" else "user",
+        owner=str(pod["owner"]),
+        service=str(pod["service"]),
+        namespace=str(pod["namespace"]),
+        port=int(pod["port"]),
+        awake=awake,
+    )
+
+
 def parse_route(body: Any) -> PersonRoute:
     """The 200 body of the routes endpoint; SupUnavailable if it is not the contract's shape."""
     try:
-        pods = tuple(
-            PodRoute(
-                name=str(pod["name"]),
-                kind="group" if pod["kind"] == "group" else "user",
-                owner=str(pod["owner"]),
-                service=str(pod["service"]),
-                namespace=str(pod["namespace"]),
-                port=int(pod["port"]),
-                awake=bool(pod["awake"]),
-            )
-            for pod in body["pods"]
-        )
+        pods = tuple(_pod(pod, awake=bool(pod["awake"])) for pod in body["pods"])
         return PersonRoute(str(body["username"]), frozenset(str(f) for f in body["fingerprints"]), pods)
     except (KeyError, TypeError, ValueError) as exc:
         raise SupUnavailable(f"routes answer malformed: {type(exc).__name__}") from None
@@ -97,18 +99,7 @@ def parse_route(body: Any) -> PersonRoute:
 def parse_awake(body: Any) -> list[PodRoute]:
     """The 200 body of the awake endpoint (`port`: the idle reporter's); SupUnavailable if malformed."""
     try:
-        return [
-            PodRoute(
-                name=str(pod["name"]),
-                kind="group" if pod["kind"] == "group" else "user",
-                owner=str(pod["owner"]),
-                service=str(pod["service"]),
-                namespace=str(pod["namespace"]),
-                port=int(pod["port"]),
-                awake=True,
-            )
-            for pod in body
-        ]
+        return [_pod(pod, awake=True) for pod in body]
     except (KeyError, TypeError, ValueError) as exc:
         raise SupUnavailable(f"awake answer malformed: {type(exc).__name__}") from None
 
