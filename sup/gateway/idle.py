@@ -18,7 +18,7 @@ from sup.config import Settings
 from sup.domain.desired import DesiredState
 from sup.domain.gateway import Route
 from sup.domain.gateway_idle import IdleDecision, IdlePolicy, decide
-from sup.gateway import state
+from sup.gateway import metrics, state
 from sup.store.audit import Actor, record
 from sup.store.models import LoginWake
 
@@ -79,8 +79,12 @@ def sleep_idle(
         if pod in decision.sleep:
             last = row.last_activity.isoformat() if row.last_activity else None
             row.awake = False
+            metrics.SLEEPS.labels(pod.kind).inc()
             record(
                 session, actor, "sleep", "gateway", f"{pod.kind}/{pod.name}", after={"last_activity": last}
             )
     session.flush()
+    awake = [s.pod for s in kept if s.awake and s.pod not in decision.sleep] + list(pods - known)
+    for kind in ("user", "group"):
+        metrics.AWAKE.labels(kind).set(sum(1 for pod in awake if pod.kind == kind))
     return decision

@@ -19,7 +19,7 @@ from sup.config import Settings
 from sup.domain.gateway import PodRoute, Refusal, RefusalReason, Route, reachable
 from sup.domain.gateway_idle import STALE_AFTER
 from sup.errors import NotFound
-from sup.gateway import idle, state
+from sup.gateway import idle, metrics, state
 from sup.store.audit import Actor, record
 from sup.store.models import Group
 from sup.targets.kube import Owner
@@ -102,6 +102,7 @@ def wake(session: Session, settings: Settings, pod: Route, now: datetime, actor:
 
     wrote = wake_login(kube, pod.kind, pod.name)
     if was_asleep or wrote:
+        metrics.WAKES.labels(pod.kind).inc()
         record(session, actor, "wake", "gateway", f"{pod.kind}/{pod.name}", after={"scaled": wrote})
     return was_asleep or wrote
 

@@ -1,9 +1,11 @@
 """The admin page (/admin) in a real headless browser against a real `sup serve`: it lists the users
-with their per-target status, the current plan and the audit log; API values are shown as text, never
+with their per-target status, the current plan, who is connected through the SSH gateway and the
+audit log; API values are shown as text, never
 run as markup; a bad token shows the API's error; the page is locked down by its headers."""
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Iterator
 from html.parser import HTMLParser
 from pathlib import Path
@@ -17,6 +19,7 @@ from tests.support.cli import run_sup, sup_env
 from tests.support.server import SupServer
 
 HOSTILE = '<img src=x onerror="document.title=1">'
+SINCE = datetime.datetime.now(datetime.UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
 class _Tables(HTMLParser):
@@ -88,6 +91,12 @@ def served(tmp_path: Path) -> Iterator[tuple[SupServer, str]]:
     headers = {"Authorization": f"Bearer {admin}"}
     for body in ({"username": "kim", "display_name": HOSTILE}, {"username": "saul", "display_name": "Saul"}):
         httpx.post(f"{server.url}/api/v1/users", json=body, headers=headers, timeout=30).raise_for_status()
+    # a gateway replica's heartbeat: kim connected to her own pod (admin tokens may post it too)
+    session = {"kind": "user", "name": "kim", "username": "kim", "since": SINCE, "source": "192.0.2.7:50022"}
+    beat = {"gateway": "gw-a", "sessions": [session], "busy": []}
+    httpx.post(
+        f"{server.url}/api/v1/gateway/heartbeat", json=beat, headers=headers, timeout=30
+    ).raise_for_status()
     yield server, token
     server.stop()
 
@@ -110,6 +119,8 @@ def test_the_admin_page_shows_users_status_plan_and_audit(
     assert [row[:2] for row in page.tables["plan-targets"]] == [
         ["ldap", "disabled"], ["slurm", "disabled"], ["kube", "disabled"],
     ]  # fmt: skip
+    assert page.tables["sessions"] == [["kim", "user/kim", SINCE, "192.0.2.7:50022", "gw-a"]]
+    assert page.by_id["session-count"] == "(1)"
     audit = page.tables["audit"]
     assert {(row[1], row[2], row[3], row[4]) for row in audit} >= {
         ("seed", "create", "user", "kim"), ("seed", "create", "user", "saul"),

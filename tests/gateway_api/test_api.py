@@ -71,6 +71,14 @@ def test_no_route_has_one_shape_and_a_reason_for_the_audit(
         assert response.json() == {"detail": "no route", "reason": reason}
 
 
+def _wakes(client: TestClient) -> float:
+    """sup_login_pod_wakes_total{kind="user"} as /metrics shows it (0 before the first)."""
+    for line in client.get("/metrics").text.splitlines():
+        if line.startswith('sup_login_pod_wakes_total{kind="user"} '):
+            return float(line.split()[-1])
+    return 0.0
+
+
 @pytest.mark.usefixtures("world")
 def test_a_sleeping_pod_is_routed_asleep_and_a_wake_wakes_it_once(
     client: TestClient, gateway: dict[str, str], sessions: sessionmaker[Session], cluster: FakeCluster
@@ -84,11 +92,13 @@ def test_a_sleeping_pod_is_routed_asleep_and_a_wake_wakes_it_once(
     pods = client.get("/api/v1/gateway/routes/kim", headers=gateway).json()["pods"]
     assert [(p["name"], p["awake"]) for p in pods] == [("login", False), ("physics", True)]
 
+    wakes_before = _wakes(client)
     for _ in range(3):  # many connections at once: one write
         response = client.post("/api/v1/gateway/wake", json={"kind": "user", "name": "kim"}, headers=gateway)
         assert response.status_code == 200, response.text
         assert response.json() == {"awake": True}
     assert cluster.writes == ["login-kim"]
+    assert _wakes(client) == wakes_before + 1  # on /metrics: one wake, not three
     pods = client.get("/api/v1/gateway/routes/kim", headers=gateway).json()["pods"]
     assert pods[0]["awake"] is True
     with sessions() as session:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from prometheus_client import REGISTRY
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -42,6 +43,11 @@ def _rows(sessions: sessionmaker[Session]) -> dict[Route, bool]:
         return {Route(r.kind, r.name): r.awake for r in session.scalars(select(LoginWake))}  # type: ignore[arg-type]
 
 
+def _sample(name: str, kind: str) -> float:
+    """A metric's value in this process's registry (what sup serve's /metrics shows); 0 if unset."""
+    return REGISTRY.get_sample_value(name, {"kind": kind}) or 0.0
+
+
 def _age(sessions: sessionmaker[Session], pod: Route, hours: float) -> None:
     with sessions.begin() as session:
         row = session.get(LoginWake, (pod.kind, pod.name))
@@ -66,10 +72,16 @@ def test_idle_pods_sleep_and_used_ones_stay(settings: Settings, sessions: sessio
         state.record_heartbeat(
             session, "gw-a", beat, [{"kind": "group", "name": "physics", "busy": True}], now, 15
         )
+    slept_before = _sample("sup_login_pod_sleeps_total", "user")
+    group_slept_before = _sample("sup_login_pod_sleeps_total", "group")
     with sessions.begin() as session:
         decision = idle.sleep_idle(session, settings, DESIRED, utcnow(), ACTOR)
     assert decision is not None and decision.sleep == {saul} and decision.in_use == {kim, physics}
     assert _rows(sessions) == {kim: True, saul: False, physics: True}
+    # on sup serve's /metrics: one more user pod put to sleep; awake now, kim and physics
+    assert _sample("sup_login_pod_sleeps_total", "user") == slept_before + 1
+    assert _sample("sup_login_pod_sleeps_total", "group") == group_slept_before
+    assert (_sample("sup_login_pods_awake", "user"), _sample("sup_login_pods_awake", "group")) == (1, 1)
     with sessions() as session:
         kim_row = session.get(LoginWake, ("user", "kim"))
         assert kim_row is not None and kim_row.last_activity is not None

@@ -87,6 +87,14 @@ async function loadPlan() {
   fill("plan-changes", plan.changes.map((c) => [cell(c.target), cell(c.action), cell(c.kind), cell(c.name)]));
 }
 
+// Who is connected through the SSH gateway now, from its replicas' latest heartbeats (an empty list
+// on a site without the gateway).
+async function loadSessions() {
+  const sessions = await api("/api/v1/gateway/sessions");
+  fill("sessions", sessions.map((s) => [cell(s.username), cell(`${s.kind}/${s.name}`), cell(s.since), cell(s.source), cell(s.gateway)]));
+  $("session-count").textContent = `(${sessions.length})`;
+}
+
 async function loadAudit() {
   const page = await api("/api/v1/audit?limit=50");
   fill("audit", page.items.map((e) => [cell(e.at), cell(e.actor), cell(e.action), cell(e.resource_type), cell(e.resource_name)]));
@@ -98,6 +106,7 @@ async function load() {
   try {
     await loadUsers();
     await loadPlan();
+    await loadSessions();
     await loadAudit();
     $("status").textContent = "loaded " + new Date().toISOString();
   } catch (error) {
