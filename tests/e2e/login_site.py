@@ -71,8 +71,11 @@ class Through:
             "    LogLevel ERROR\n"
         )
 
-    def ssh(self, user: str, command: str, pod: str = "login") -> subprocess.CompletedProcess[str]:
-        argv = ["ssh", "-F", str(self.config), "-J", self.jump, f"{user}@{pod}", command]
+    def ssh(
+        self, user: str, command: str, pod: str = "login", options: tuple[str, ...] = ()
+    ) -> subprocess.CompletedProcess[str]:
+        """`ssh -J ... USER@POD COMMAND`; `options` go before the destination (e.g. `-A`)."""
+        argv = ["ssh", "-F", str(self.config), *options, "-J", self.jump, f"{user}@{pod}", command]
         return subprocess.run(argv, capture_output=True, text=True, timeout=180, check=False)
 
     def popen(self, user: str, command: str, pod: str = "login") -> subprocess.Popen[bytes]:

@@ -6,7 +6,9 @@ the cluster."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import subprocess
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -122,6 +124,22 @@ def test_through_the_gateway_to_their_own_pod_then_asleep_and_woken_with_the_hom
     assert through.rsync("-a", "alice@login:tree/", f"{fetched}/").returncode == 0
     assert (fetched / "run" / "weights.bin").read_bytes() == (tree / "run" / "weights.bin").read_bytes()
 
+    # forwarding as the site's defaults say (kube.ssh_tcp_forwarding local, ssh_agent_forwarding on):
+    # `-W` through her pod reaches what the pod reaches (here its own sshd), and her agent, forwarded
+    # end to end with `-A`, lists her key in the pod
+    stdio = subprocess.run(
+        ["ssh", "-F", str(through.config), "-J", through.jump, "-W", "127.0.0.1:2222", "alice@login"],
+        input="", capture_output=True, text=True, timeout=180, check=False,
+    )  # fmt: skip
+    assert stdio.stdout.startswith("SSH-2.0-OpenSSH"), stdio.stderr
+    with agent_holding(alice.key, tmp_path / "agent.sock") as agent:
+        fingerprint = subprocess.run(
+            ["ssh-keygen", "-lf", f"{alice.key}.pub"], capture_output=True, text=True, check=True
+        ).stdout.split()[1]
+        forwarded = through.ssh("alice", "ssh-add -l", options=("-A", "-o", f"IdentityAgent={agent}"))
+    assert forwarded.returncode == 0, forwarded.stderr
+    assert fingerprint in forwarded.stdout
+
     # bob's key does not get him into alice's pod, nor through the gateway as alice
     refused = Through(tmp_path, bob, gateway.port).ssh("alice", "id")
     assert refused.returncode == SSH_FAILED and "Permission denied" in refused.stderr
@@ -235,6 +253,23 @@ def test_group_pod_many_sessions_kept_up_while_a_member_is_in_and_a_suspended_pe
     refused = through["alice"].ssh("alice", "id")
     assert refused.returncode == SSH_FAILED and "Permission denied" in refused.stderr
     assert replicas(site, "login-alice") in (0, None)
+
+
+@contextlib.contextmanager
+def agent_holding(key: Path, socket: Path) -> Iterator[Path]:
+    """An ssh-agent of the person's on `socket`, holding their key, for the block."""
+    agent = subprocess.Popen(["ssh-agent", "-D", "-a", str(socket)], stdout=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 10
+        while not socket.exists():
+            assert time.monotonic() < deadline and agent.poll() is None, "ssh-agent did not start"
+            time.sleep(0.05)
+        env = {**os.environ, "SSH_AUTH_SOCK": str(socket)}
+        subprocess.run(["ssh-add", str(key)], env=env, capture_output=True, check=True)
+        yield socket
+    finally:
+        agent.terminate()
+        agent.wait()
 
 
 def wait_for_busy(gateway: RunningGateway, name: str, busy: bool, timeout: float = 60) -> None:
