@@ -47,6 +47,14 @@ def test_what_the_person_runs_makes_the_pod_busy_and_a_dead_reporter_silent(
     lab = {"kind": "group", "name": "lab", "busy": None}
     api.wait_for(_reported(api, [lab, {"kind": "user", "name": "alice", "busy": False}]), timeout=30)
 
+    # a connection to sshd nobody has logged in on yet (the readiness probe's, a scanner's) is not hers
+    reporter.run_as_person(title="sshd: [accepted]")
+    reporter.run_as_person(title="sshd: alice [preauth]")
+    asked = _polls("idle") + _polls("busy")
+    api.wait_for(lambda: _polls("idle") + _polls("busy") >= asked + 2, timeout=30)  # asked since
+    assert api.heartbeats[-1]["busy"] == [lab, {"kind": "user", "name": "alice", "busy": False}]
+    reporter.stop_persons_processes()
+
     reporter.run_as_person()  # alice left something running
     api.wait_for(_reported(api, [lab, {"kind": "user", "name": "alice", "busy": True}]), timeout=30)
 

@@ -59,10 +59,11 @@ class IdleReporter:
         except OSError:
             return False
 
-    def run_as_person(self, timeout: float = 30) -> None:
+    def run_as_person(self, timeout: float = 30, title: str | None = None) -> None:
         """A process of the person's in the container (a `sleep`, as a tmux or nohup job would be):
-        nsenter forks it into the namespace."""
-        nsenter = subprocess.Popen(["nsenter", "--target", str(self._pid1), "--pid", "sleep", "3600"])
+        nsenter forks it into the namespace. `title`: its argv[0] (as sshd names its children)."""
+        command = ["sleep", "3600"] if title is None else ["bash", "-c", 'exec -a "$0" sleep 3600', title]
+        nsenter = subprocess.Popen(["nsenter", "--target", str(self._pid1), "--pid", *command])
         self._person.append(nsenter)
         children = Path(f"/proc/{nsenter.pid}/task/{nsenter.pid}/children")
         deadline = time.monotonic() + timeout
