@@ -78,11 +78,12 @@ class Through:
         argv = ["ssh", "-F", str(self.config), *options, "-J", self.jump, f"{user}@{pod}", command]
         return subprocess.run(argv, capture_output=True, text=True, timeout=180, check=False)
 
-    def popen(self, user: str, command: str, pod: str = "login") -> subprocess.Popen[bytes]:
-        """A session held open while `command` runs (the caller kills it)."""
-        argv = ["ssh", "-F", str(self.config), "-J", self.jump, f"{user}@{pod}", command]
+    def hold(self, user: str, pod: str = "login") -> subprocess.Popen[bytes]:
+        """A session held open until the caller kills this client: its command in the pod reads
+        stdin, so it ends with the connection (a `sleep` would outlive it, and keep the pod busy)."""
+        argv = ["ssh", "-F", str(self.config), "-J", self.jump, f"{user}@{pod}", "cat >/dev/null"]
         return subprocess.Popen(
-            argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
         )
 
     def scp(self, *paths: str) -> subprocess.CompletedProcess[str]:

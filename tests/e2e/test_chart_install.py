@@ -485,7 +485,7 @@ def test_the_chart_installed_with_helm_runs_sup_which_provisions_a_person_who_lo
         refused = Through(tmp_path, stranger, gateway.node_port, kube_cluster.node_ip).ssh("alice", "id")
         assert refused.returncode == SSH_FAILED and "Permission denied" in refused.stderr
         # who is connected, as SUP's API shows it while a session is held through the gateway
-        held = through.popen("alice", "sleep 30")
+        held = through.hold("alice")
         try:
             sessions = wait(
                 lambda: httpx.get(f"{sup_url}/api/v1/gateway/sessions", headers=headers, timeout=5).json(),

@@ -223,7 +223,7 @@ def test_group_pod_many_sessions_kept_up_while_a_member_is_in_and_a_suspended_pe
     assert [r.stdout.strip() for r in results] == [expected[run] for run in runs]
 
     # bob holds a session in the group's pod: SUP's passes put the idle pods to sleep, not that one
-    held = through["bob"].popen("bob", "sleep 600", pod="physics")
+    held = through["bob"].hold("bob", pod="physics")
     try:
         site.cluster.wait_for(
             lambda: [s["name"] for s in site.call("GET", "gateway/sessions").json()] == ["physics"],
