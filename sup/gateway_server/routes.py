@@ -154,13 +154,7 @@ class SupApi:
             except ValueError:
                 reason = "unknown"
             return NoRoute(reason)
-        if response.status_code != 200:
-            raise SupUnavailable(f"routes answered {response.status_code}")
-        try:
-            body = response.json()
-        except ValueError:
-            raise SupUnavailable("routes answer is not JSON") from None
-        return parse_route(body)
+        return parse_route(_json(response, "routes"))
 
     async def wake(self, pod: PodRoute) -> None:
         response = await self._send("POST", "/wake", {"kind": pod.kind, "name": pod.owner})
@@ -178,14 +172,17 @@ class SupApi:
             raise SupUnavailable(f"heartbeat answered {response.status_code}")
 
     async def awake(self) -> list[PodRoute]:
-        response = await self._send("GET", "/awake")
-        if response.status_code != 200:
-            raise SupUnavailable(f"awake answered {response.status_code}")
-        try:
-            body = response.json()
-        except ValueError:
-            raise SupUnavailable("awake answer is not JSON") from None
-        return parse_awake(body)
+        return parse_awake(_json(await self._send("GET", "/awake"), "awake"))
+
+
+def _json(response: httpx.Response, endpoint: str) -> Any:
+    """The body of a 200 answer; SupUnavailable for another status or a body that is not JSON."""
+    if response.status_code != 200:
+        raise SupUnavailable(f"{endpoint} answered {response.status_code}")
+    try:
+        return response.json()
+    except ValueError:
+        raise SupUnavailable(f"{endpoint} answer is not JSON") from None
 
 
 class RouteCache:
