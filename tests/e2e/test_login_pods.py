@@ -188,6 +188,24 @@ def test_members_of_a_group_log_in_to_its_pod_each_as_themselves(
         assert parsed_id(printed) == node_id(site, person.name)
     assert site.ssh(carol, "group-physics", "id").returncode == SSH_FAILED
     assert site.ssh(alice, "group-physics", "id", as_user="bob").returncode == SSH_FAILED
+
+    # alice tries to run code as bob (his home moved away and replaced, a .bashrc planted) and to
+    # make a newcomer's home first: /home is root's and every home is its member's own, 0700
+    attempt = (
+        "mv /home/bob /home/.x; mkdir -p /home/dave/.ssh; echo 'touch /tmp/ran-as-$USER' > /home/bob/.bashrc;"
+        " stat -c '%U %a' /home /home/alice /home/bob"
+    )
+    tried = site.ssh(alice, "group-physics", attempt)
+    assert tried.stdout.splitlines() == ["root 755", "alice 700", "bob 700"], tried.stderr
+    assert tried.stderr.count("Permission denied") == 3, tried.stderr
+    dave = new_person(site.directory, "dave")
+    site.add(dave, "physics")  # joins while the pod runs (the pod is not restarted for it)
+    site.wait_ssh(dave, "group-physics", timeout=150)
+    seen = site.ssh_ok(dave, "group-physics", "stat -c '%U %a' ~; ls -A ~; ls /tmp")
+    assert seen.split() == ["dave", "700"]  # his own, empty; nothing ran as anyone
+    # munge in a group's pod (no fsGroup: the key copied for the sidecar by its init container)
+    credential = site.ssh_ok(bob, "group-physics", "munge -n | unmunge")
+    assert re.search(r"UID:\s+bob \(", credential) and re.search(r"STATUS:\s+Success", credential), credential
     namespace = site.cluster.api.get(f"/api/v1/namespaces/{site.namespace}")
     assert namespace is not None
     assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "baseline"

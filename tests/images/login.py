@@ -17,7 +17,7 @@ from tests.support.chroot import Chroot, Identity, make_emptydir, start
 from tests.support.ports import free_port
 from tests.support.processes import stop_process
 
-GROUP_POD_CAPABILITIES = ("SETUID", "SETGID", "SYS_CHROOT", "AUDIT_WRITE")  # the group template's
+GROUP_POD_CAPABILITIES = ("SETUID", "SETGID", "SYS_CHROOT", "AUDIT_WRITE", "CHOWN")  # the group template's
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -164,6 +164,66 @@ def test_group_pod_lets_each_member_in_as_themselves_and_nobody_else(pod: LoginP
         assert (homes / person.name).stat().st_mode & 0o777 == 0o700
     assert pod.ssh(CAROL, keys["carol"], "true").returncode == 255  # not in the group
     assert pod.ssh(ALICE, keys["bob"], "true").returncode == 255  # bob's key is not alice's
+
+
+DAVE = Person("dave", 10004, 10004)
+
+
+def _wait_for(check: Callable[[], bool], what: str, timeout: float = 20) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout} s: {what}")
+        time.sleep(0.2)
+
+
+def test_group_pod_members_cannot_plant_in_each_others_homes_or_take_a_newcomers(
+    pod: LoginPod, tmp_path: Path
+) -> None:
+    """A member of a group pod tries what would run their code as another member (issue: a
+    world-writable /home let alice move bob's home away and plant a .bashrc, and make a newcomer's
+    home before them): /home is root's, every home is its member's own 0700 before they can log in,
+    and bob's and dave's logins run nothing alice wrote. A member removed from the pod's passwd is
+    refused and what they ran there ends."""
+    keys = {person.name: make_key(tmp_path, person.name) for person in (ALICE, BOB, DAVE)}
+    pod.write_maps([ALICE, BOB], {LAB[0]: (LAB[1], [ALICE, BOB])})
+    for person in (ALICE, BOB, DAVE):
+        pod.authorize(person, keys[person.name])
+    homes = make_emptydir(tmp_path / "homes")  # an emptyDir: root's, 0777
+    pod.start_group(*LAB, homes)
+
+    attempt = (
+        "mv /home/bob /home/.x; mkdir -m 755 /home/bob2; mkdir -p /home/dave/.ssh;"
+        " echo 'touch /tmp/ran-as-$USER' > /home/bob/.bashrc; stat -c '%U %a' /home /home/alice /home/bob"
+    )
+    result = pod.ssh(ALICE, keys["alice"], attempt)
+    assert result.stdout.splitlines() == ["root 755", "alice 700", "bob 700"], result.stderr
+    assert result.stderr.count("Permission denied") == 4, result.stderr
+    assert sorted(p.name for p in homes.iterdir()) == ["alice", "bob"]
+
+    # bob writes his own ~/.ssh/rc: sshd runs no rc file (PermitUserRC no)
+    bob_rc = "mkdir -p ~/.ssh && echo 'touch ~/rc-ran' > ~/.ssh/rc && ls -A ~"
+    assert pod.ssh(BOB, keys["bob"], bob_rc).stdout.split() == [".ssh"]
+    assert pod.ssh(BOB, keys["bob"], "ls -A ~").stdout.split() == [".ssh"]
+
+    # dave joins while the pod runs: alice cannot make his home first; he gets his own, then logs in
+    pod.write_maps([ALICE, BOB, DAVE], {LAB[0]: (LAB[1], [ALICE, BOB, DAVE])})
+    early = pod.ssh(ALICE, keys["alice"], "mkdir /home/dave && echo made")
+    assert "made" not in early.stdout
+    _wait_for(lambda: (homes / "dave").is_dir(), "dave's home to be made")
+    assert ((homes / "dave").stat().st_uid, (homes / "dave").stat().st_mode & 0o7777) == (DAVE.uid, 0o700)
+    _wait_for(lambda: pod.ssh(DAVE, keys["dave"], "true").returncode == 0, "dave to log in")
+    assert pod.ssh(DAVE, keys["dave"], "ls -A ~; id -un").stdout.split() == ["dave"]
+    assert not list((pod.chroot.root / "tmp").glob("ran-as-*"))
+
+    # bob leaves the group's pod (removed, suspended): his background process ends, he is refused
+    held = pod.ssh(BOB, keys["bob"], "setsid nohup sleep 300 >/dev/null 2>&1 < /dev/null & echo $!")
+    pid = int(held.stdout.strip())
+    assert Path(f"/proc/{pid}").exists()
+    pod.write_maps([ALICE, DAVE], {LAB[0]: (LAB[1], [ALICE, DAVE])})
+    _wait_for(lambda: not Path(f"/proc/{pid}").exists(), "bob's process to end")
+    assert pod.ssh(BOB, keys["bob"], "true").returncode == 255
+    assert (homes / "bob").stat().st_uid == BOB.uid  # his files stay
 
 
 def test_slurm_client_and_munge_sidecar(pod: LoginPod, alice_home: Path, tmp_path: Path) -> None:

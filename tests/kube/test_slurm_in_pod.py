@@ -69,6 +69,16 @@ def test_the_group_pod_gets_the_same_sidecar() -> None:
     pod = workload.details_json()["manifest"]["spec"]["template"]["spec"]
     assert [c["name"] for c in pod["containers"]] == ["sshd", "munge"]
     assert _secrets_of(pod["containers"][0], pod) == set()
+    # No fsGroup in a group's pod (it would re-own members' homes), so the Secret stays root's 0400:
+    # an init container copies it as the sidecar's, and only it mounts the Secret.
+    assert "fsGroup" not in pod["securityContext"]
+    (init,) = pod["initContainers"]
+    assert _secrets_of(init, pod) == {"munge-key"} and _secrets_of(pod["containers"][1], pod) == set()
+    assert init["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["CHOWN"]}
+    assert "chown 994:994 /var/lib/munge/munge.key" in init["command"][-1]
+    munge_env = {e["name"]: e["value"] for e in pod["containers"][1]["env"]}
+    assert munge_env["SUP_MUNGE_KEY"] == "/var/lib/munge/munge.key"
+    assert {"name": "munge-state", "mountPath": "/var/lib/munge"} in init["volumeMounts"]
 
 
 def test_srun_reaches_slurmctld_and_slurmd_and_they_connect_back_on_the_srun_ports() -> None:
