@@ -20,6 +20,7 @@ from sup.targets.kube.model import Observed
 from sup.targets.kube.render import Renderer, TemplateError, shipped_templates
 from sup.targets.spec import TargetContext
 from tests.kube.plans import group, settings, state, user
+from tests.support.kubeapi import KubeApiServer
 
 
 def test_values_are_data_never_yaml() -> None:
@@ -126,6 +127,21 @@ def test_no_kubeconfig_outside_a_pod_is_a_clear_error(
     broken.write_text("apiVersion: v1\nkind: Config\nclusters: []\n")
     with pytest.raises(TargetError, match="cannot load the Kubernetes configuration"):
         KubeTarget(_context({"namespace": "research", "kubeconfig": str(broken)}))
+
+
+def test_egress_that_reaches_the_api_server_stops_the_target_until_it_is_carved_out(
+    kubeapi: KubeApiServer,
+) -> None:
+    """The test API server listens on 127.0.0.1: egress_cidrs 127.0.0.0/8 would let login pods reach
+    it. A clear terminal error before anything is read; with the address in cluster_cidrs it opens."""
+    kube = {"namespace": "research", "kubeconfig": str(kubeapi.admin_kubeconfig)}
+    with pytest.raises(
+        TargetError,
+        match=r"egress_cidrs 127.0.0.0/8 lets login pods reach the Kubernetes API server at 127.0.0.1",
+    ) as info:
+        KubeTarget(_context({**kube, "egress_cidrs": ["127.0.0.0/8"]}))
+    assert info.value.terminal
+    KubeTarget(_context({**kube, "egress_cidrs": ["127.0.0.0/8"], "cluster_cidrs": ["127.0.0.1/32"]})).close()
 
 
 def _context(kube: dict[str, Any]) -> TargetContext[KubeSettings]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pydantic import ValidationError
@@ -39,6 +40,9 @@ def test_the_contract_keys_enable_the_target_with_safe_defaults(monkeypatch: pyt
         ({"pvc_retention": "a month"}, "pvc_retention", "'keep' or a duration"),
         ({"ssh_sources": ["10.0.0.1/8"]}, "ssh_sources", "not a CIDR"),
         ({"egress_cidrs": ["169.254.169.254/32"]}, "kube", "cannot be carved out"),
+        ({"egress_cidrs": ["10.96.0.0/16"], "cluster_cidrs": ["10.96.0.0/12"]}, "kube", "cluster's range"),
+        ({"egress_cidrs": ["10.0.0.0/8"], "cluster_cidrs": ["10.0.0.0/8"]}, "kube", "cluster's range"),
+        ({"cluster_cidrs": ["10.96.0.1/12"]}, "cluster_cidrs", "not a CIDR"),
         ({"node_selector": {"bad key!": "x"}}, "node_selector", "label key"),
         ({"group_pods": ["Physics"]}, "group_pods", "group in group_pods"),
         ({"ssh_port": 22}, "ssh_port", "greater than or equal to 1024"),
@@ -74,3 +78,27 @@ def test_forwarding_written_as_yaml_yes_or_no_means_the_word(
     assert (kube.ssh_tcp_forwarding, kube.ssh_agent_forwarding) == ("no", False)
     yes = _kube(ssh_tcp_forwarding=True).kube
     assert yes is not None and yes.ssh_tcp_forwarding == "yes"
+
+
+def test_the_clusters_ranges_inside_an_egress_cidr_are_carved_out_of_it() -> None:
+    from sup.targets.kube.render import Renderer
+
+    kube = _kube(egress_cidrs=["0.0.0.0/0"], cluster_cidrs=["10.96.0.0/12", "192.168.0.0/16"]).kube
+    assert kube is not None
+    assert kube.ldap_cidrs == []  # login pods read SUP's maps: no LDAP egress unless a site asks
+    (policy,) = [w for w in Renderer(kube).user_login(_person()) if w.kind == "network_policy"]
+    (everywhere,) = [r for r in policy.manifest["spec"]["egress"] if "ports" not in r]
+    assert everywhere["to"] == [
+        {
+            "ipBlock": {
+                "cidr": "0.0.0.0/0",
+                "except": ["169.254.169.254/32", "10.96.0.0/12", "192.168.0.0/16"],
+            }
+        }
+    ]
+
+
+def _person() -> Any:
+    from tests.kube.plans import user
+
+    return user("kim")

@@ -22,11 +22,13 @@ from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, cast
+from urllib.parse import urlsplit
 
 from sup.targets.base import TargetError
 from sup.targets.kube.model import LOGIN_CONFIG, NETWORK_POLICY, POD, PVC, SERVICE, WORKLOAD
 from sup.targets.kube.packed import PackedBody
 from sup.targets.kube.settings import KubeSettings
+from sup.targets.kube.values import reached_through
 
 APPLY_PATCH = "application/apply-patch+yaml"
 MERGE_PATCH = "application/merge-patch+json"
@@ -129,8 +131,26 @@ def _load(settings: KubeSettings) -> _ApiClient:
             )
     except kube_config.ConfigException as exc:
         raise TargetError(f"cannot load the Kubernetes configuration: {exc}", terminal=True) from None
+    _refuse_egress_to_the_api_server(settings, configuration.host)
     configuration.connection_pool_maxsize = max(settings.workers, 2)
     return cast(_ApiClient, kube_client.ApiClient(configuration))
+
+
+def _refuse_egress_to_the_api_server(settings: KubeSettings, host: str) -> None:
+    """kube.egress_cidrs must not let login pods reach the API server SUP talks to (in a pod, the
+    `kubernetes` Service's address): cluster_cidrs and blocked_cidrs are carved out of them. Only an
+    address is checked; a host name is not resolved here."""
+    carved = [*settings.blocked_cidrs, *settings.cluster_cidrs]
+    address = urlsplit(host).hostname
+    if address:
+        network = reached_through(address, settings.egress_cidrs, carved)
+        if network is not None:
+            raise TargetError(
+                f"kube.egress_cidrs {network} lets login pods reach the Kubernetes API server at "
+                f"{address}: add the API server's and the cluster's ranges to kube.cluster_cidrs (they "
+                "are carved out of egress_cidrs), or narrow egress_cidrs",
+                terminal=True,
+            )
 
 
 class KubeClient:

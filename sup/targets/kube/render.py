@@ -278,7 +278,7 @@ def _network(settings: KubeSettings) -> dict[str, Any]:
         "slurmd": ip_blocks(settings.slurmd_cidrs, blocked),
         "srun_sources": ip_blocks(callers, blocked),
         "srun_ports": {"port": ports[0], "end_port": ports[1]} if ports else None,
-        "egress": ip_blocks(settings.egress_cidrs, blocked),
+        "egress": ip_blocks(settings.egress_cidrs, list(dict.fromkeys([*blocked, *settings.cluster_cidrs]))),
     }
 
 

@@ -91,7 +91,11 @@ class KubeSettings(Section):
     dns_namespace: str = Field("kube-system", description="namespace of the cluster DNS pods")
     dns_pod_labels: dict[str, str] = Field(default_factory=lambda: {"k8s-app": "kube-dns"})
     dns_cidrs: list[str] = Field(default_factory=list, description="extra DNS servers, e.g. node-local DNS")
-    ldap_cidrs: list[str] = Field(default_factory=list, description="the LDAP servers sssd reads")
+    ldap_cidrs: list[str] = Field(
+        default_factory=list,
+        description="LDAP servers a login pod may reach (none by default: login pods read SUP's "
+        "libnss-cache maps, not LDAP; set only for software of the site's that queries LDAP)",
+    )
     ldap_ports: list[int] = Field(default_factory=lambda: [389, 636])
     slurmctld_cidrs: list[str] = Field(default_factory=list, description="the Slurm controller(s)")
     slurmctld_ports: list[int] = Field(default_factory=lambda: [6817])
@@ -120,7 +124,16 @@ class KubeSettings(Section):
         le=2147483647,
         description="uid and gid munged runs as in the munge sidecar: not root, not a uid SUP gives people",
     )
-    egress_cidrs: list[str] = Field(default_factory=list, description="other destinations, every port")
+    egress_cidrs: list[str] = Field(
+        default_factory=list,
+        description="other destinations, every port; must not overlap cluster_cidrs, except that a "
+        "cluster range strictly inside one (0.0.0.0/0 for the internet) is carved out of it",
+    )
+    cluster_cidrs: list[str] = Field(
+        default_factory=list,
+        description="the cluster's own ranges: nodes, pods, Services and the API server; login pods "
+        "never reach them through egress_cidrs",
+    )
     blocked_cidrs: list[str] = Field(
         default_factory=lambda: ["169.254.169.254/32", "fd00:ec2::254/128"],
         description="never reachable, even inside an allowed CIDR (cloud metadata addresses)",
@@ -191,6 +204,7 @@ class KubeSettings(Section):
         "slurmd_cidrs",
         "egress_cidrs",
         "blocked_cidrs",
+        "cluster_cidrs",
     )
     @classmethod
     def _cidrs(cls, value: list[str]) -> list[str]:
@@ -264,6 +278,14 @@ class KubeSettings(Section):
                     raise ValueError(
                         f"egress CIDR {network} covers all of blocked_cidrs {blocked}: the blocked "
                         "address cannot be carved out of it; remove it or narrow blocked_cidrs"
+                    )
+        for network in self.egress_cidrs:
+            for cluster in self.cluster_cidrs:
+                if overlaps(cluster, network) and not _strictly_inside(cluster, network):
+                    raise ValueError(
+                        f"egress_cidrs {network} overlaps the cluster's range {cluster} (cluster_cidrs): "
+                        "login pods would reach nodes, pods, Services or the API server through it; "
+                        "narrow it, or use a wider range that the cluster's ranges can be carved out of"
                     )
         return self
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime
 import ipaddress
 import re
+from collections.abc import Iterable
 from decimal import Decimal, InvalidOperation
 
 # https://kubernetes.io/docs/reference/kubernetes-api/common-definitions/quantity/
@@ -156,3 +157,15 @@ def inside(blocked: str, allowed: str) -> bool:
 def overlaps(one: str, other: str) -> bool:
     a, b = ipaddress.ip_network(one), ipaddress.ip_network(other)
     return a.version == b.version and a.overlaps(b)
+
+
+def reached_through(address: str, allowed: Iterable[str], carved: Iterable[str]) -> str | None:
+    """The first of the `allowed` networks through which `address` (an IP, or a host name: None) is
+    reachable, i.e. inside it and inside none of the `carved` networks; None when there is none."""
+    try:
+        ip = ipaddress.ip_address(address.strip("[]"))
+    except ValueError:
+        return None
+    if any(ip in ipaddress.ip_network(network) for network in carved):
+        return None
+    return next((network for network in allowed if ip in ipaddress.ip_network(network)), None)
