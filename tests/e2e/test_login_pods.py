@@ -5,8 +5,10 @@ as someone else, a NetworkPolicy the node enforces, and no login after deactivat
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import re
+import subprocess
 import time
 from collections.abc import Callable
 
@@ -173,8 +175,22 @@ def test_members_of_a_group_log_in_to_its_pod_each_as_themselves(
     make_login_site: Callable[..., LoginSite],
 ) -> None:
     """A group pod (sshd as root for its members: Pod Security baseline): every member logs in as
-    themselves with their own key; someone outside the group is refused."""
-    site = make_login_site(pod_security="baseline", group_pods=["physics"]).start()
+    themselves with their own key; someone outside the group is refused. No member can make or
+    change another's home; a member who joins while it runs gets theirs first; munge works without
+    fsGroup; the host key from the site's Secret outlives the pod."""
+    site = make_login_site(
+        pod_security="baseline", group_pods=["physics"], group_host_key_secret="group-host-keys"
+    )
+    host_key = site.directory / "physics-host-key"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(host_key)], check=True)
+    site.cluster.api.create(
+        f"/api/v1/namespaces/{site.namespace}/secrets",
+        {
+            "metadata": {"name": "group-host-keys"},
+            "data": {"physics": base64.b64encode(host_key.read_bytes()).decode()},
+        },
+    )
+    site.start()
     alice, bob, carol = (new_person(site.directory, n) for n in ("alice", "bob", "carol"))
     site.post("groups", {"name": "physics"})
     site.add(alice, "physics")
@@ -209,6 +225,24 @@ def test_members_of_a_group_log_in_to_its_pod_each_as_themselves(
     namespace = site.cluster.api.get(f"/api/v1/namespaces/{site.namespace}")
     assert namespace is not None
     assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "baseline"
+
+    # the pod replaced: the site's host key again (strict known_hosts), the homes made again
+    known = site.directory / "known_hosts-physics"
+    site.ssh_ok(alice, "group-physics", "true", known_hosts=known)
+    pod_path = f"/api/v1/namespaces/{site.namespace}/pods/group-physics-0"
+    old_uid = (site.cluster.api.get(pod_path) or {})["metadata"]["uid"]
+    site.cluster.api.delete(pod_path)
+    wait_until(
+        lambda: (site.cluster.api.get(pod_path) or {}).get("metadata", {}).get("uid") not in (None, old_uid),
+        timeout=60,
+        what="a new group pod",
+    )
+    site.wait_ready("group-physics")
+    site.wait_ssh(bob, "group-physics")
+    assert site.ssh_ok(alice, "group-physics", "stat -c '%U %a' ~", known_hosts=known).split() == [
+        "alice",
+        "700",
+    ]
 
 
 def test_a_login_pod_stuck_on_a_broken_template_is_replaced_once_it_is_fixed(

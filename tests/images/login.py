@@ -100,11 +100,22 @@ class LoginPod:
         volumes = {person.home: home, **(mounts or {})}
         self._start(self.chroot.command(_ENTRYPOINT, identity=identity, env=variables, mounts=volumes))
 
-    def start_group(self, group: str, gid: int, homes: Path) -> None:
-        """sshd as root with only the group template's capabilities, for the group's members."""
-        env = {"SUP_GROUP": group, "SUP_GID": str(gid), "SUP_SSH_PORT": str(self.port)}
+    def start_group(
+        self,
+        group: str,
+        gid: int,
+        homes: Path,
+        mounts: dict[str, Path] | None = None,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        """sshd as root with only the group template's capabilities, for the group's members; more
+        `mounts` (path -> host) and `env` (e.g. SUP_HOST_KEY_DIR)."""
+        variables = {"SUP_GROUP": group, "SUP_GID": str(gid), "SUP_SSH_PORT": str(self.port), **(env or {})}
         command = self.chroot.command(
-            _ENTRYPOINT, env=env, capabilities=GROUP_POD_CAPABILITIES, mounts={"/home": homes}
+            _ENTRYPOINT,
+            env=variables,
+            capabilities=GROUP_POD_CAPABILITIES,
+            mounts={"/home": homes, **(mounts or {})},
         )
         self._start(command)
 

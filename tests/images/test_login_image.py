@@ -226,6 +226,34 @@ def test_group_pod_members_cannot_plant_in_each_others_homes_or_take_a_newcomers
     assert (homes / "bob").stat().st_uid == BOB.uid  # his files stay
 
 
+def test_group_pod_keeps_the_host_key_of_the_sites_secret_across_restarts(
+    pod: LoginPod, tmp_path: Path
+) -> None:
+    """kube.group_host_key_secret: the group's key, mounted read-only (0400, root's), is sshd's host
+    key at every start, so a client with strict known_hosts gets in after a restart (or a wake);
+    without it each start makes a new key, which such a client refuses."""
+    key = make_key(tmp_path, "alice")
+    pod.write_maps([ALICE], {LAB[0]: (LAB[1], [ALICE])})
+    pod.authorize(ALICE, key)
+    secret = make_emptydir(tmp_path / "host-key", mode=0o755)
+    host_key = secret / "sup_login_host_ed25519_key"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(host_key)], check=True)
+    Path(f"{host_key}.pub").unlink()
+    host_key.chmod(0o400)
+    secret.chmod(0o555)  # root there has no DAC_OVERRIDE: as read-only as the Secret's volume
+    kept = {"mounts": {"/etc/sup/host-key": secret}, "env": {"SUP_HOST_KEY_DIR": "/etc/sup/host-key"}}
+
+    pod.start_group(*LAB, make_emptydir(tmp_path / "homes-1"), **kept)
+    assert pod.ssh(ALICE, key, "true").returncode == 0  # known_hosts learns the key
+    pod.stop()
+    pod.start_group(*LAB, make_emptydir(tmp_path / "homes-2"), **kept)
+    assert pod.ssh(ALICE, key, "true", strict="yes").returncode == 0
+    pod.stop()
+    pod.start_group(*LAB, make_emptydir(tmp_path / "homes-3"))  # no Secret: a key of its own
+    changed = pod.ssh(ALICE, key, "true", strict="yes")
+    assert changed.returncode == 255 and "HOST IDENTIFICATION HAS CHANGED" in changed.stderr
+
+
 def test_slurm_client_and_munge_sidecar(pod: LoginPod, alice_home: Path, tmp_path: Path) -> None:
     """The munge sidecar (same image) serves the socket on a shared emptyDir: the user gets
     credentials for their own uid and sees no key."""

@@ -129,6 +129,27 @@ def test_no_kubeconfig_outside_a_pod_is_a_clear_error(
         KubeTarget(_context({"namespace": "research", "kubeconfig": str(broken)}))
 
 
+def test_a_group_pod_mounts_only_its_own_host_key_from_the_sites_secret() -> None:
+    renderer = Renderer(settings(group_pods=["lab"], group_host_key_secret="group-host-keys"))
+    (workload,) = [
+        w for w in renderer.group_login(group("lab", 20001, "kim"), [user("kim")]) if w.kind == "workload"
+    ]
+    pod = workload.manifest["spec"]["template"]["spec"]
+    (volume,) = [v for v in pod["volumes"] if v["name"] == "host-key"]
+    assert volume["secret"] == {
+        "secretName": "group-host-keys",
+        "defaultMode": 0o400,
+        "optional": True,  # a group without a key still starts, with a key of its own
+        "items": [{"key": "lab", "path": "sup_login_host_ed25519_key"}],
+    }
+    sshd = pod["containers"][0]
+    assert {"name": "host-key", "mountPath": "/etc/sup/host-key", "readOnly": True} in sshd["volumeMounts"]
+    assert {"name": "SUP_HOST_KEY_DIR", "value": "/etc/sup/host-key"} in sshd["env"]
+    # a user's pod keeps its key in the home, never from this Secret
+    mine = next(w for w in renderer.user_login(user("kim")) if w.kind == "workload").manifest
+    assert "group-host-keys" not in json.dumps(mine)
+
+
 def test_egress_that_reaches_the_api_server_stops_the_target_until_it_is_carved_out(
     kubeapi: KubeApiServer,
 ) -> None:

@@ -146,6 +146,12 @@ class KubeSettings(Section):
     group_pods: list[str] = Field(
         default_factory=list, description="groups that get a shared login pod their members can use"
     )
+    group_host_key_secret: str | None = Field(
+        None,
+        description="a Secret of the site's in namespace holding each group pod's SSH host key (key: the "
+        "group's name, an OpenSSH private key), mounted into that pod only, so that its host key "
+        "outlives restarts and sleep; a group without a key there gets a new one at each start",
+    )
     page_size: int = Field(500, ge=1, le=10000, description="objects per page of a list")
     timeout_seconds: int = Field(30, ge=1, le=600, description="per-request timeout")
     workers: int = Field(8, ge=1, le=64, description="writes in flight at once")
@@ -215,7 +221,7 @@ class KubeSettings(Section):
     def _config_map(cls, value: str | None) -> str | None:
         return None if value is None else dns_subdomain(value, "ConfigMap name")
 
-    @field_validator("munge_key_secret")
+    @field_validator("munge_key_secret", "group_host_key_secret")
     @classmethod
     def _secret(cls, value: str | None) -> str | None:
         return None if value is None else dns_subdomain(value, "Secret name")
