@@ -222,6 +222,9 @@ def test_members_of_a_group_log_in_to_its_pod_each_as_themselves(
     # munge in a group's pod (no fsGroup: the key copied for the sidecar by its init container)
     credential = site.ssh_ok(bob, "group-physics", "munge -n | unmunge")
     assert re.search(r"UID:\s+bob \(", credential) and re.search(r"STATUS:\s+Success", credential), credential
+    # root in that pod (sshd's uid) gets no credential: the munge guard refuses uid 0
+    as_root = site.cluster.exec(site.namespace, "group-physics-0", ["munge", "-n"], container="sshd")
+    assert as_root.returncode != 0 and "MUNGE:" not in as_root.stdout, as_root
     namespace = site.cluster.api.get(f"/api/v1/namespaces/{site.namespace}")
     assert namespace is not None
     assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "baseline"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.images.login import LoginPod, Person, make_key
+from tests.images.login import GROUP_POD_CAPABILITIES, LoginPod, Person, make_key
 from tests.support.chroot import Identity, make_emptydir, run, start
 from tests.support.processes import stop_process
 
@@ -289,6 +289,77 @@ def test_slurm_client_and_munge_sidecar(pod: LoginPod, alice_home: Path, tmp_pat
         assert "munge.key" not in result.stdout  # the key is in the sidecar only
     finally:
         stop_process(munged)
+
+
+def test_group_pod_munge_guard_gives_members_their_credential_and_root_none(
+    pod: LoginPod, tmp_path: Path
+) -> None:
+    """In a group's pod sshd runs as root: code running as root there must not get a uid-0 munge
+    credential (root in Slurm). The guard (root, SETUID and SETGID only) serves the login
+    container's socket and reaches munged (on a volume of its own) as each caller."""
+    state = make_emptydir(tmp_path / "munge-state")
+    (state / "munge.key").write_bytes(os.urandom(1024))
+    os.chown(state / "munge.key", MUNGE_UID, MUNGE_UID)
+    (state / "munge.key").chmod(0o400)  # as the munge-key init container leaves it
+    munged_dir, guard_dir = (
+        make_emptydir(tmp_path / "munged-socket"),
+        make_emptydir(tmp_path / "munge-socket"),
+    )
+    munge_env = {
+        "SUP_MUNGE_KEY": "/var/lib/munge/munge.key",
+        "SUP_MUNGE_SOCKET": "/run/munged/munge.socket.2",
+    }
+    guard_env = {"SUP_MUNGE_DENY_UIDS": str(MUNGE_UID)}
+    daemons = [
+        start(
+            pod.chroot.command(
+                ["/usr/local/sbin/sup-munged"],
+                identity=Identity(MUNGE_UID, MUNGE_UID, (MUNGE_UID,)),
+                env=munge_env,
+                mounts={"/var/lib/munge": state, "/run/munged": munged_dir},
+            ),
+            tmp_path / "munged.log",
+        ),
+        start(
+            pod.chroot.command(
+                ["/usr/local/sbin/sup-munge-guard"],
+                env=guard_env,
+                capabilities=("SETUID", "SETGID"),
+                mounts={"/run/munge": guard_dir, "/run/munged": munged_dir},
+            ),
+            tmp_path / "guard.log",
+        ),
+    ]
+    try:
+        key = make_key(tmp_path, "alice")
+        pod.write_maps([ALICE], {LAB[0]: (LAB[1], [ALICE])})
+        pod.authorize(ALICE, key)
+        pod.start_group(*LAB, make_emptydir(tmp_path / "homes"), mounts={"/run/munge": guard_dir})
+        _wait_for(lambda: (guard_dir / "munge.socket.2").exists(), "the guard's socket")
+        _wait_for(lambda: (munged_dir / "munge.socket.2").exists(), "munged's socket")
+        result = pod.ssh(ALICE, key, "munge -n | unmunge")
+        fields = [line.split() for line in result.stdout.splitlines()]
+        assert ["UID:", "alice", "(10001)"] in fields, (result.stderr, (tmp_path / "guard.log").read_text())
+        # root in that container (sshd's capabilities), as code sshd ran would be
+        as_root = run(
+            pod.chroot.command(
+                ["munge", "-n"], capabilities=GROUP_POD_CAPABILITIES, mounts={"/run/munge": guard_dir}
+            )
+        )
+        assert as_root.returncode != 0 and "MUNGE:" not in as_root.stdout, as_root
+        assert "refused uid 0" in (tmp_path / "guard.log").read_text()
+        # without the guard (munged's own socket, as before), root did get one
+        direct = run(
+            pod.chroot.command(
+                ["munge", "-n", "-S", "/run/munged/munge.socket.2"],
+                capabilities=GROUP_POD_CAPABILITIES,
+                mounts={"/run/munged": munged_dir},
+            )
+        )
+        assert direct.stdout.startswith("MUNGE:"), direct
+    finally:
+        for daemon in daemons:
+            stop_process(daemon)
 
 
 def test_missing_settings_stop_the_entrypoint_with_a_message(login_root: Path, tmp_path: Path) -> None:

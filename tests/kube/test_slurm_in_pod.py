@@ -67,8 +67,20 @@ def test_the_group_pod_gets_the_same_sidecar() -> None:
     changes = diff(desired, Observed(), settings(group_pods=["physics"], **SLURM))
     (workload,) = [c for c in changes if c.kind == "workload" and c.name == "group-physics"]
     pod = workload.details_json()["manifest"]["spec"]["template"]["spec"]
-    assert [c["name"] for c in pod["containers"]] == ["sshd", "munge"]
+    assert [c["name"] for c in pod["containers"]] == ["sshd", "munge", "munge-guard"]
     assert _secrets_of(pod["containers"][0], pod) == set()
+    # sshd runs as root there: its socket is the guard's, munged's own is on a volume sshd lacks
+    _, munged, guard = pod["containers"]
+    mounts = {c["name"]: {m["name"] for m in c["volumeMounts"]} for c in pod["containers"]}
+    assert (
+        "munged-socket" not in mounts["sshd"] and {"munge-socket", "munged-socket"} <= mounts["munge-guard"]
+    )
+    assert "munge-socket" not in mounts["munge"]
+    assert guard["command"] == ["/usr/local/sbin/sup-munge-guard"]
+    assert guard["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["SETUID", "SETGID"]}
+    guard_env = {e["name"]: e["value"] for e in guard["env"]}
+    assert (guard_env["SUP_MUNGE_MIN_UID"], guard_env["SUP_MUNGE_DENY_UIDS"]) == ("1000", "994")
+    assert {e["name"]: e["value"] for e in munged["env"]}["SUP_MUNGE_SOCKET"] == "/run/munged/munge.socket.2"
     # No fsGroup in a group's pod (it would re-own members' homes), so the Secret stays root's 0400:
     # an init container copies it as the sidecar's, and only it mounts the Secret.
     assert "fsGroup" not in pod["securityContext"]
