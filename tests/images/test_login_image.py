@@ -324,7 +324,7 @@ def test_group_pod_munge_guard_gives_members_their_credential_and_root_none(
             pod.chroot.command(
                 ["/usr/local/sbin/sup-munge-guard"],
                 env=guard_env,
-                capabilities=("SETUID", "SETGID"),
+                capabilities=("SETUID", "SETGID", "SYS_CHROOT"),  # the template's two; this harness's chroot
                 mounts={"/run/munge": guard_dir, "/run/munged": munged_dir},
             ),
             tmp_path / "guard.log",
