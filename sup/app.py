@@ -105,15 +105,30 @@ def create_app(settings: Settings, engine: Engine | None = None, *, reconciler: 
     app.add_middleware(MetricsMiddleware)
     # The SSH gateway writes an audit event per connection (50 a second at its capacity goal) and
     # heartbeats: its endpoints get their own limit, still applied per client before authentication.
+    # Its audit events have a budget of their own: a key holder looping logins (an event each) runs
+    # out of it, never out of the wakes and heartbeats that keep everyone's pods awake.
     gateway_prefix = API_PREFIX + "/gateway"
+    events_path = gateway_prefix + "/events"
+    gateway_limit = settings.gateway.api_rate_limit if settings.gateway else settings.api.rate_limit
+    gateway_setting = "gateway.api_rate_limit" if settings.gateway else "api.rate_limit"
     app.add_middleware(
         WriteRateLimitMiddleware, limit=settings.api.rate_limit, prefix=API_PREFIX, exclude=gateway_prefix
     )
     app.add_middleware(
         WriteRateLimitMiddleware,
-        limit=settings.gateway.api_rate_limit if settings.gateway else settings.api.rate_limit,
+        limit=gateway_limit,
         prefix=gateway_prefix,
-        setting="gateway.api_rate_limit" if settings.gateway else "api.rate_limit",
+        setting=gateway_setting,
+        exclude=events_path,
+        api="gateway",
+    )
+    app.add_middleware(
+        WriteRateLimitMiddleware,
+        limit=gateway_limit,
+        prefix=events_path,
+        setting=gateway_setting,
+        api="gateway_events",
+        what="audit events (a budget apart from wakes and heartbeats)",
     )
     app.add_middleware(
         BodyLimitMiddleware,

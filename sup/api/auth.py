@@ -5,8 +5,9 @@ from __future__ import annotations
 from datetime import timedelta
 
 from sqlalchemy import select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, sessionmaker
 
+from sup.api.token_cache import CachedToken, TokenCache
 from sup.domain.tokens import hash_token, may_be_token
 from sup.store.models import ApiToken, utcnow
 
@@ -27,3 +28,15 @@ def authenticate(session: Session, secret: str) -> ApiToken | None:
     if token.last_used_at is None or now - token.last_used_at > LAST_USED_RESOLUTION:
         token.last_used_at = now
     return token
+
+
+def lookup(sessions: sessionmaker[Session], secret: str, cache: TokenCache) -> CachedToken | None:
+    """The stored token behind `secret` (one transaction), cached when found."""
+    generation = cache.generation
+    with sessions.begin() as session:
+        token = authenticate(session, secret)
+        if token is None:
+            return None
+        found = CachedToken(name=token.name, role=token.role, expires_at=token.expires_at)
+    cache.put(hash_token(secret), found, generation)
+    return found

@@ -18,9 +18,9 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 from starlette.concurrency import run_in_threadpool
 
-from sup.api.auth import authenticate
+from sup.api.auth import lookup
 from sup.api.oidc import VERIFIED_OIDC, InvalidToken, OidcIdentity, OidcVerifier, looks_like_jwt
-from sup.api.token_cache import CachedToken, TokenCache
+from sup.api.token_cache import TokenCache
 from sup.config import Settings
 from sup.domain.roles import Role, role_allows
 from sup.domain.tokens import hash_token, may_be_token
@@ -70,18 +70,6 @@ def token_cache(request: Request) -> TokenCache:
     return cache
 
 
-def _lookup(sessions: sessionmaker[Session], secret: str, cache: TokenCache) -> CachedToken | None:
-    """The stored token behind `secret` (one transaction), cached when found."""
-    generation = cache.generation
-    with sessions.begin() as session:
-        token = authenticate(session, secret)
-        if token is None:
-            return None
-        found = CachedToken(name=token.name, role=token.role, expires_at=token.expires_at)
-    cache.put(hash_token(secret), found, generation)
-    return found
-
-
 async def _principal(request: Request, bearer: str) -> tuple[str, str]:
     """(name, role) of the bearer, or 401. A cached token costs no thread hop and no transaction."""
     if getattr(request.app.state, "oidc", None) is not None and looks_like_jwt(bearer):
@@ -95,7 +83,7 @@ async def _principal(request: Request, bearer: str) -> tuple[str, str]:
     cache = token_cache(request)
     token = cache.get(hash_token(bearer))
     if token is None:
-        token = await run_in_threadpool(_lookup, request.app.state.sessions, bearer, cache)
+        token = await run_in_threadpool(lookup, request.app.state.sessions, bearer, cache)
     if token is None:
         raise unauthorized("the bearer token is not valid (unknown, revoked or expired)")
     return token.name, token.role

@@ -13,14 +13,25 @@ import uuid
 from collections.abc import Callable, Mapping
 
 from prometheus_client import Counter, Histogram
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.orm import sessionmaker
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from sup.api.oidc import VERIFIED_OIDC, OidcVerifier, looks_like_jwt, verified_or_none
-from sup.api.ratelimit import RateLimiter, bearer_secret, client_key, oidc_client_key, retry_after_seconds
+from sup.api.ratelimit import (
+    ClientLimiter,
+    address_key,
+    bearer_secret,
+    oidc_client_key,
+    retry_after_seconds,
+    token_key,
+)
+from sup.api.token_cache import TokenCache
 from sup.config import RateLimit
+from sup.domain.tokens import hash_token, may_be_token
 from sup.logs import request_id_var
 
 _SAFE_REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
@@ -117,11 +128,12 @@ RATE_LIMITED = Counter("sup_http_rate_limited_total", "Requests refused with 429
 class WriteRateLimitMiddleware:
     """A token bucket per client for writes under `prefix` (the admin API): 429 + Retry-After past it.
 
-    Applied before authentication, so a flood of writes with bad tokens is refused as cheaply as one
-    with a good token. The client is its bearer token's identity (a SUP token's SHA-256, never the
-    secret itself; an OIDC token's issuer and subject), or its address when it sends no token that
-    could be valid (sup/api/ratelimit.py). SCIM (/scim/v2) has its own limiter per connection,
-    with SCIM error bodies (sup/scim/router.py).
+    Applied before the route's authentication, so a flood of writes with bad tokens is refused
+    without running any route. The client is its bearer token's identity when the token verifies (a
+    known, unexpired SUP token's SHA-256, never the secret itself; an OIDC token's issuer and
+    subject), else its address: every made-up token from one address shares that address's bucket
+    (sup/api/ratelimit.py). SCIM (/scim/v2) has its own limiter per connection, with SCIM error
+    bodies (sup/scim/router.py).
     """
 
     def __init__(
@@ -132,14 +144,19 @@ class WriteRateLimitMiddleware:
         *,
         setting: str = "api.rate_limit",
         exclude: str | None = None,
+        api: str = "admin",
+        what: str = "writes",
     ) -> None:
         """`setting`: the limit's settings key, named in the 429; `exclude`: a path prefix under
-        `prefix` that another instance limits (the SSH gateway's endpoints have their own)."""
+        `prefix` that another instance limits (the SSH gateway's endpoints have their own); `api`:
+        the label of sup_http_rate_limited_total; `what`: what the 429 says there were too many of."""
         self.app = app
         self.prefix = prefix
         self.exclude = exclude
         self.setting = setting
-        self.limiter = RateLimiter(limit)
+        self.api = api
+        self.what = what
+        self.limiter = ClientLimiter(limit)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if (
@@ -150,18 +167,19 @@ class WriteRateLimitMiddleware:
         ):
             await self.app(scope, receive, send)
             return
-        wait = self.limiter.acquire(await _client_key(scope))
+        key, verified = await _client_key(scope)
+        wait = self.limiter.acquire(key, verified=verified)
         if wait <= 0:
             await self.app(scope, receive, send)
             return
         from sup.api.errors import problem  # local: errors imports models, keep this module light
 
-        RATE_LIMITED.labels("admin").inc()
+        RATE_LIMITED.labels(self.api).inc()
         seconds = retry_after_seconds(wait)
         response = problem(
             None,
             429,
-            f"too many writes from this client ({self.setting}: {self.limiter.rate:g} per second, "
+            f"too many {self.what} from this client ({self.setting}: {self.limiter.rate:g} per second, "
             f"burst {self.limiter.burst:g}); retry after {seconds} s",
             headers={"Retry-After": str(seconds)},
             request_id=scope.get("state", {}).get("request_id"),
@@ -169,19 +187,42 @@ class WriteRateLimitMiddleware:
         await response(scope, _no_body, send)
 
 
-async def _client_key(scope: Scope) -> str:
-    """Who is writing, as sup/api/ratelimit.py says (the token's identity, not the raw header)."""
+async def _client_key(scope: Scope) -> tuple[str, bool]:
+    """Who is writing, as sup/api/ratelimit.py says, and whether their credentials verified."""
     authorization = dict(scope.get("headers", [])).get(b"authorization", b"").decode("latin-1")
     secret = bearer_secret(authorization)
     client = scope.get("client")
-    address = str(client[0]) if client else "?"
-    verifier = getattr(getattr(scope.get("app"), "state", None), "oidc", None)
+    address = address_key(str(client[0]) if client else "?")
+    state = getattr(scope.get("app"), "state", None)
+    verifier = getattr(state, "oidc", None)
     if secret is not None and isinstance(verifier, OidcVerifier) and looks_like_jwt(secret):
         identity = await run_in_threadpool(verified_or_none, verifier, secret)
-        if identity is not None:  # the auth dependency takes it from here instead of verifying again
-            scope.setdefault("state", {})[VERIFIED_OIDC] = (secret, identity)
-        return oidc_client_key(verifier.settings.issuer, identity, address)
-    return client_key(secret, address)
+        if identity is None:
+            return address, False
+        scope.setdefault("state", {})[VERIFIED_OIDC] = (secret, identity)  # auth takes it from here
+        return oidc_client_key(verifier.settings.issuer, identity), True
+    if secret is not None and may_be_token(secret) and await _known_token(state, secret):
+        return token_key(hash_token(secret)), True
+    return address, False
+
+
+async def _known_token(state: object, secret: str) -> bool:
+    """Whether `secret` is a live SUP token: cached (the route's authentication then finds it there
+    too), else looked up once. A store that cannot answer makes it unverified: the route's own
+    authentication then answers as it does when the store is down."""
+    cache = getattr(state, "token_cache", None)
+    sessions = getattr(state, "sessions", None)
+    if not isinstance(cache, TokenCache) or not isinstance(sessions, sessionmaker):
+        return False
+    if cache.get(hash_token(secret)) is not None:
+        return True
+    from sup.api.auth import lookup  # local: auth imports models, keep this module light
+
+    try:
+        found = await run_in_threadpool(lookup, sessions, secret, cache)
+    except SQLAlchemyError:
+        return False
+    return found is not None
 
 
 async def _no_body() -> Message:

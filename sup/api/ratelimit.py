@@ -5,14 +5,19 @@ RFC 7644 §3.12 leaves throttling to HTTP: 429 (RFC 6585 §4) with Retry-After, 
 Okta honour by backing off. Buckets live in the process: with several SUP replicas behind a load
 balancer each replica allows the configured rate.
 
-Who the client of an admin API write is (`client_key`, before authentication, without the database):
-the identity of its bearer token, never the raw header, so that `bearer X`, `Bearer X` and
+Who the client of an admin API write is (decided by the middleware before the route runs): the
+identity of a bearer token that verified, never the raw header, so that `bearer X`, `Bearer X` and
 `Bearer  X` are one client:
-- a SUP token: its SHA-256, which is what the store keys the token by (`api_tokens.token_hash`);
+- a SUP token that is known and unexpired (the token cache, else one indexed lookup, which the
+  cache then spares the route's authentication): its SHA-256, as the store keys it;
 - an OIDC token: the issuer and subject it verifies to, so each new token of a person shares their
   bucket (a signature check against the cached JWKS, no database);
-- anything else (no token, one that cannot be a SUP token, a JWT that does not verify): the
-  client's address, so that made-up credentials do not each get a fresh bucket.
+- anything else (no token, a made-up or revoked `sup_...` token, a JWT that does not verify): the
+  client's address, one bucket for all of them, so that made-up credentials never each get a
+  fresh bucket.
+Verified clients and addresses are kept in two pools (`ClientLimiter`): however many addresses or
+made-up tokens a flood brings, forgetting buckets to bound memory never drops a verified client's
+(which would reset its limit).
 """
 
 from __future__ import annotations
@@ -25,7 +30,6 @@ from dataclasses import dataclass
 
 from sup.api.oidc import OidcIdentity
 from sup.config import RateLimit
-from sup.domain.tokens import hash_token, may_be_token
 
 
 @dataclass
@@ -90,16 +94,34 @@ def bearer_secret(authorization: str | None) -> str | None:
     return parts[1].strip() or None
 
 
-def client_key(secret: str | None, address: str) -> str:
-    """The bucket of a client that sent `secret` (from bearer_secret) from `address`, when the
-    secret is not an OIDC token (see oidc_client_key)."""
-    if secret is not None and may_be_token(secret):
-        return "token:" + hash_token(secret)
+def token_key(token_hash: str) -> str:
+    """The bucket of a SUP token that verified (its SHA-256, as the store keys it)."""
+    return "token:" + token_hash
+
+
+def address_key(address: str) -> str:
+    """The bucket of a client whose credentials did not verify (or who sent none)."""
     return "address:" + address
 
 
-def oidc_client_key(issuer: str | None, identity: OidcIdentity | None, address: str) -> str:
-    """The bucket of a client that sent a JWT: the person it verified to, else the address."""
-    if identity is None:
-        return "address:" + address
+def oidc_client_key(issuer: str | None, identity: OidcIdentity) -> str:
+    """The bucket of a client whose JWT verified: the person, whichever of their tokens it is."""
     return f"oidc:{issuer} {identity.subject}"
+
+
+class ClientLimiter:
+    """One limit in two pools of buckets: clients whose credentials verified, and addresses (everyone
+    else). Each pool bounds its own memory, so a flood from many addresses or with made-up tokens
+    only ever makes the address pool forget buckets, never a verified client's."""
+
+    def __init__(
+        self, limit: RateLimit, clock: Callable[[], float] = time.monotonic, max_keys: int = 10000
+    ) -> None:
+        self.verified = RateLimiter(limit, clock, max_keys)
+        self.anonymous = RateLimiter(limit, clock, max_keys)
+        self.rate = self.verified.rate
+        self.burst = self.verified.burst
+
+    def acquire(self, key: str, *, verified: bool) -> float:
+        """Take one token for `key` in its pool: 0 if allowed, else the seconds until one is."""
+        return (self.verified if verified else self.anonymous).acquire(key)

@@ -12,10 +12,16 @@ import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine
+from sqlalchemy.orm import Session, sessionmaker
+from starlette.types import ASGIApp, Receive, Scope, Send
 
+from sup.api.middleware import WriteRateLimitMiddleware
 from sup.api.ratelimit import RateLimiter
 from sup.app import create_app
 from sup.config import GatewaySettings, RateLimit, Settings
+from sup.domain.roles import Role
+from sup.tokens.service import create_token
+from tests.conftest import ACTOR
 
 WRITE = {"POST", "PUT", "PATCH", "DELETE"}
 SCIM_ERROR = "urn:ietf:params:scim:api:messages:2.0:Error"
@@ -71,15 +77,15 @@ def test_every_write_path_refuses_an_oversized_body_with_413(
 
 
 def test_every_admin_write_path_is_rate_limited_per_token_with_429(
-    limited: tuple[FastAPI, TestClient], tokens: dict[str, str]
+    limited: tuple[FastAPI, TestClient], tokens: dict[str, str], sessions: sessionmaker[Session]
 ) -> None:
     app, client = limited
-    for method, path in _write_routes(app):
-        if not path.startswith("/api/v1"):
-            continue
-        # Each path with its own (made-up) token: its bucket holds 2, the third write is refused before
-        # anyone looks at the token.
-        headers = {"Authorization": f"Bearer sup_made_up_{method}_{path}"}
+    routes = [(method, path) for method, path in _write_routes(app) if path.startswith("/api/v1")]
+    with sessions.begin() as session:  # a viewer's token per path: the writes themselves are 403
+        secrets = [create_token(session, ACTOR, f"limited-{i}", Role.viewer)[1] for i in range(len(routes))]
+    for (method, path), secret in zip(routes, secrets, strict=True):
+        # Each path with its own token: its bucket holds 2, the third write is refused before the route.
+        headers = {"Authorization": f"Bearer {secret}"}
         first = [client.request(method, path, json={}, headers=headers).status_code for _ in range(2)]
         assert 429 not in first, (method, path, first)
         refused = client.request(method, path, json={}, headers=headers)
@@ -93,6 +99,78 @@ def test_every_admin_write_path_is_rate_limited_per_token_with_429(
     assert all(client.get("/api/v1/users", headers=viewer).status_code == 200 for _ in range(5))
     admin = {"Authorization": f"Bearer {tokens['admin']}"}
     assert client.post("/api/v1/groups", json={"name": "physics"}, headers=admin).status_code == 201
+
+
+def _from_addresses(app: ASGIApp) -> ASGIApp:
+    """The app, seeing each request come from the address in its X-Test-Address header (if any):
+    TestClient's requests all come from one address."""
+
+    async def with_address(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            address = dict(scope["headers"]).get(b"x-test-address")
+            if address is not None:
+                scope = {**scope, "client": (address.decode(), 40000)}
+        await app(scope, receive, send)
+
+    return with_address
+
+
+def test_made_up_credentials_share_their_address_bucket_and_real_tokens_keep_their_own(
+    limited: tuple[FastAPI, TestClient], tokens: dict[str, str]
+) -> None:
+    """A flood with a fresh made-up `sup_...` token per request (or none, or a JWT that is not one)
+    is one client per address: two writes, then 429, however the tokens vary. A real token sent
+    from the same address is its own client and is still served."""
+    app, _ = limited
+    client = TestClient(_from_addresses(app), raise_server_exceptions=False)  # the app runs already
+    flood = [
+        {"Authorization": "Bearer sup_made_up_1"},
+        {"Authorization": "Bearer sup_made_up_2"},
+        {},
+        {"Authorization": "Bearer eyJhbGciOiJSUzI1NiJ9.e30.c2ln"},
+        {"Authorization": "Bearer sup_" + "x" * 43},
+    ]
+    codes = [client.post("/api/v1/groups", json={}, headers=h).status_code for h in flood]
+    assert codes == [401, 401, 429, 429, 429], codes
+    admin = {"Authorization": f"Bearer {tokens['admin']}"}
+    assert client.post("/api/v1/groups", json={"name": "physics"}, headers=admin).status_code == 201
+    # another address is another client
+    other = {"Authorization": "Bearer sup_made_up_3", "X-Test-Address": "10.0.0.2"}
+    assert client.post("/api/v1/groups", json={}, headers=other).status_code == 401
+
+
+def _rate_limiters(app: FastAPI) -> list[RateLimiter]:
+    """Every bucket pool of the app's admin write limit (built with its middleware stack)."""
+    layer = app.middleware_stack
+    while layer is not None and not (
+        isinstance(layer, WriteRateLimitMiddleware) and layer.prefix == "/api/v1"
+    ):
+        layer = getattr(layer, "app", None)
+    assert isinstance(layer, WriteRateLimitMiddleware)
+    limiter = layer.limiter
+    pools: list[RateLimiter] = [limiter] if isinstance(limiter, RateLimiter) else []
+    return pools + [pool for pool in vars(limiter).values() if isinstance(pool, RateLimiter)]
+
+
+def test_a_flood_from_many_addresses_with_made_up_tokens_cannot_reset_a_real_clients_limit(
+    limited: tuple[FastAPI, TestClient], tokens: dict[str, str]
+) -> None:
+    """The limiter forgets buckets to bound its memory; a flood brings as many new clients as it
+    likes, yet a verified client's bucket (here: empty, the client throttled) is never the one
+    forgotten, so the flood cannot hand it a fresh burst."""
+    app, _ = limited
+    client = TestClient(_from_addresses(app), raise_server_exceptions=False)  # the app runs already
+    admin = {"Authorization": f"Bearer {tokens['admin']}"}
+    codes = [client.post("/api/v1/groups", json={}, headers=admin).status_code for _ in range(3)]
+    assert codes == [422, 422, 429]
+    for pool in _rate_limiters(app):
+        pool.max_keys = 10  # so that a test-sized flood is enough to make it forget
+    for i in range(50):
+        made_up = {"Authorization": f"Bearer sup_flood_{i}", "X-Test-Address": f"10.1.0.{i}"}
+        assert client.post("/api/v1/groups", json={}, headers=made_up).status_code == 401
+    assert all(len(pool._buckets) <= 10 for pool in _rate_limiters(app))  # memory stays bounded
+    refused = client.post("/api/v1/groups", json={}, headers=admin)
+    assert refused.status_code == 429, "the flood reset a real client's limit"
 
 
 def test_scim_writes_are_rate_limited_in_scim_format(
