@@ -112,9 +112,7 @@ def key_set_problem(lines: Iterable[str], max_keys: int, max_bytes: int) -> str 
         return f"{len(lines)} keys; at most {max_keys} per person (accounts.max_ssh_keys)"
     size = key_set_bytes(lines)
     if size > max_bytes:
-        return (
-            f"the keys take {size} bytes; at most {max_bytes} per person (accounts.max_ssh_key_bytes)"
-        )
+        return f"the keys take {size} bytes; at most {max_bytes} per person (accounts.max_ssh_key_bytes)"
     return None
 
 

@@ -183,7 +183,15 @@ def test_a_key_that_takes_a_person_over_the_byte_cap_is_refused_and_nothing_chan
     # The administrator's 31 keys with long comments leave less than a key's room under the
     # per-person cap (accounts.max_ssh_key_bytes, 32 KiB): the person's own key is refused.
     given = [ed25519_key(f"{i:03d}" + "c" * 947) for i in range(31)]
-    _user(client, admin, sessions, username="sam", ssh_public_keys=given, source="keycloak", external_id="kc-sam")
+    _user(
+        client,
+        admin,
+        sessions,
+        username="sam",
+        ssh_public_keys=given,
+        source="keycloak",
+        external_id="kc-sam",
+    )
     sam = bearer(issuer.token("kc-sam"))
     answer = client.post("/api/v1/me/ssh-keys", json={"key": ed25519_key("x" * 900)}, headers=sam)
     assert answer.status_code == 422, answer.text

@@ -31,12 +31,15 @@ def test_keys_over_the_byte_cap_are_a_scim_error_and_change_nothing(
     kim = create_user(client, okta, "kim", **_with_keys(_wide(2)))
     before = row_counts(sessions)
     change = patch_body({"op": "replace", "path": f"{SUP}:sshPublicKeys", "value": _wide(33)})
-    error = assert_scim_error(client.patch(f"{SCIM}/Users/{kim['id']}", json=change, headers=okta), 400, "invalidValue")
+    error = assert_scim_error(
+        client.patch(f"{SCIM}/Users/{kim['id']}", json=change, headers=okta), 400, "invalidValue"
+    )
     assert "at most 32 per person (accounts.max_ssh_keys)" in error["detail"], error
     assert row_counts(sessions) == before
-    assert client.get(f"{SCIM}/Users/{kim['id']}", headers=okta).json()[SUP]["sshPublicKeys"] == kim[SUP][
-        "sshPublicKeys"
-    ]
+    assert (
+        client.get(f"{SCIM}/Users/{kim['id']}", headers=okta).json()[SUP]["sshPublicKeys"]
+        == kim[SUP]["sshPublicKeys"]
+    )
 
 
 def test_a_key_with_a_bidi_character_is_a_scim_error(
