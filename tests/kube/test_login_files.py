@@ -155,6 +155,18 @@ def test_a_stored_key_with_a_bidi_character_is_left_out_and_reported() -> None:
     assert "bidi" in reports[0].details_json()["error"]
 
 
+def test_a_configmap_sup_refuses_to_write_is_kept_not_deleted() -> None:
+    # A user's files that no longer fit (or whose passwd line would break): the pod keeps the
+    # ConfigMap it has. Before, the refused ConfigMap counted as "not wanted" and was deleted,
+    # taking every key of the pod with it.
+    kim = replace(user("kim"), ssh_public_keys=(KEY_A,))
+    observed = applied(diff(state(kim), Observed()))
+    many = tuple(f"ssh-ed25519 {'A' * 1000}{i:06d} kim" for i in range(MAX_BYTES // 1000 + 1))
+    changes = diff(state(replace(kim, ssh_public_keys=many)), observed)
+    assert ("delete", "login_config", "login-kim") not in brief(changes)
+    assert [c.action for c in changes if c.kind == "login_config"] == ["report"]
+
+
 def test_a_key_change_updates_the_configmap_and_nothing_else() -> None:
     kim = user("kim")
     observed = applied(diff(state(kim), Observed()))

@@ -104,8 +104,8 @@ def plan(
     mounted = mounted_by_uid(observed)
     uids = {user.uid_number: user for user in desired.users.values()}
     for key, have in observed.objects.items():
-        if key in wanted or have.terminating:
-            continue
+        if key in wanted or key in refused or have.terminating:
+            continue  # a login ConfigMap SUP refused to write stays as it is (its pod keeps it)
         if have.kind == PVC:
             uid = owner_uid(have, desired.users, mounted)
             owner = uids.get(uid) if uid is not None else None
