@@ -99,7 +99,7 @@ def _keys(name: str, count: int, width: int = 1000) -> tuple[str, ...]:
 
 def test_a_group_pod_over_the_limit_leaves_out_the_largest_key_sets_and_writes_the_rest() -> None:
     # Two members whose keys alone would fill the ConfigMap, and two with a key each. Before, the
-    # whole ConfigMap stayed unwritten: nobody's key change reached the pod.
+    # whole ConfigMap was refused: nobody's key change reached the pod.
     zed = replace(user("zed", 10003), ssh_public_keys=_keys("zed", MAX_BYTES // 2000 + 120))
     bob = replace(user("bob", 10002), ssh_public_keys=_keys("bob", MAX_BYTES // 2000 + 100))
     kim = replace(user("kim", 10000), ssh_public_keys=(KEY_A,))

@@ -42,7 +42,7 @@ def test_a_member_whose_keys_overfill_a_group_pod_is_left_out_and_the_rest_is_wr
     files = site.get("login_config", "group-physics")
     assert files is not None
     data = files["data"]
-    assert data["kim.keys"] == f"{new_key}\n"  # before: the whole ConfigMap stayed as it was
+    assert data["kim.keys"] == f"{new_key}\n"  # before: the ConfigMap was refused, then deleted
     assert "zed.keys" not in data
     assert all(len(data[f"{name}.keys"].splitlines()) == 180 for name in ("amy", "bob", "lee", "saul"))
     assert [line.split(":")[0] for line in data["passwd"].splitlines()] == members  # zed is still known

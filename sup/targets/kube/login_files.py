@@ -27,9 +27,9 @@ them at the API: sup/domain/sshkeys.py) is left out of the person's keys file, a
 A group pod's files hold every member's keys, and a ConfigMap holds 1 MiB. When they would not fit,
 `LoginFiles.within` leaves out the largest key files, one at a time, until they do: the people whose
 keys push the ConfigMap over cannot log in to that pod with a key (each is reported), everyone else
-still gets their key changes (before, the whole ConfigMap stayed as it was). The per-person caps at
-the API (`accounts.max_ssh_keys`, `accounts.max_ssh_key_bytes`) keep one person from getting there
-alone.
+still gets their key changes (before, the whole ConfigMap was refused, and then deleted as not
+wanted). The per-person caps at the API (`accounts.max_ssh_keys`, `accounts.max_ssh_key_bytes`) keep
+one person from getting there alone.
 """
 
 from __future__ import annotations
