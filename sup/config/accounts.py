@@ -24,7 +24,16 @@ class AccountPolicy(Section):
     extra_reserved_names: list[str] = Field(
         default_factory=list, description="user and group names refused on top of the built-in list"
     )
-    max_ssh_keys: int = Field(32, ge=1, le=1000)
+    max_ssh_keys: int = Field(32, ge=1, le=1000, description="SSH keys one person may hold")
+    # Every key of a person goes into each login pod they may use; a group pod's ConfigMap holds
+    # 1 MiB for all its members. 32 KiB holds 32 RSA-4096 keys with comments; the ceiling keeps one
+    # person's keys at a quarter of a ConfigMap at most.
+    max_ssh_key_bytes: int = Field(
+        32768,
+        ge=1024,
+        le=262144,
+        description="bytes one person's SSH keys may take together (each line and its newline)",
+    )
 
     @field_validator("home_template")
     @classmethod

@@ -8,6 +8,17 @@ by the `cryptography` library (curve points, RSA modulus), not by pattern matchi
 The line holds no control character: a TAB (a field separator for OpenSSH, and harmless in a comment)
 becomes a space, any other control character (C0, DEL, C1) or line/paragraph separator is refused.
 LDAP refuses such a value, and with it the user's whole entry, so none may reach the store.
+Nor may any other character that `str.isprintable()` calls unprintable: format characters (bidi
+overrides and isolates such as U+202E, zero-width spaces and joiners, U+FEFF), spaces other than the
+ASCII one (U+00A0, U+3000), private-use and unassigned code points. A login pod's authorized_keys
+file (sup/targets/kube/login_files.py) leaves out a key whose line is not printable (`printable`),
+while the SSH gateway matches keys by fingerprint alone: refusing such a key where it enters keeps
+the two agreeing on what a person may log in with, and keeps text that displays as something else
+out of files an administrator reads.
+
+A person's keys together are capped too (`key_set_problem`: `accounts.max_ssh_keys` keys and
+`accounts.max_ssh_key_bytes` bytes): they all go into every login pod the person may use, and a group
+pod's ConfigMap holds at most 1 MiB for all its members.
 """
 
 from __future__ import annotations
@@ -17,6 +28,7 @@ import binascii
 import hashlib
 import struct
 import unicodedata
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -75,6 +87,35 @@ def _is_control(char: str) -> bool:
     return char != "\t" and (unicodedata.category(char) in ("Cc", "Zl", "Zp"))
 
 
+def printable(line: str) -> bool:
+    """Whether a login pod writes this key line: every character of it printable
+    (`str.isprintable`). `parse_ssh_public_key` refuses any other line, so only a key stored before
+    that rule can fail this."""
+    return line.isprintable()
+
+
+def _unprintable(line: str) -> str | None:
+    """The first character of `line` (TABs already spaces) that a login pod would not write."""
+    return next((c for c in line if not c.isprintable()), None)
+
+
+def key_set_bytes(lines: Iterable[str]) -> int:
+    """What a person's keys take in an authorized_keys file (a login pod's ConfigMap, LDAP's
+    sshPublicKey values): each line in UTF-8 and its newline."""
+    return sum(len(line.encode()) + 1 for line in lines)
+
+
+def key_set_problem(lines: Iterable[str], max_keys: int, max_bytes: int) -> str | None:
+    """Why one person may not hold these keys (normalised lines, as `SshPublicKey.line`), or None."""
+    lines = list(lines)
+    if len(lines) > max_keys:
+        return f"{len(lines)} keys; at most {max_keys} per person (accounts.max_ssh_keys)"
+    size = key_set_bytes(lines)
+    if size > max_bytes:
+        return f"the keys take {size} bytes; at most {max_bytes} per person (accounts.max_ssh_key_bytes)"
+    return None
+
+
 def fingerprint(blob: bytes) -> str:
     digest = base64.b64encode(hashlib.sha256(blob).digest()).decode("ascii").rstrip("=")
     return f"SHA256:{digest}"
@@ -97,7 +138,15 @@ def _parse(text: str) -> SshPublicKey:
         raise InvalidSshKey("key is empty")
     if any(_is_control(c) for c in line):
         raise InvalidSshKey("key contains control characters (one key per entry, no line breaks)")
-    parts = line.replace("\t", " ").split(None, 2)
+    line = line.replace("\t", " ")
+    odd = _unprintable(line)
+    if odd is not None:
+        raise InvalidSshKey(
+            f"key contains the invisible or formatting character U+{ord(odd):04X} "
+            f"({unicodedata.name(odd, 'unnamed')}); login pods leave such a key out, so it is "
+            "refused: remove it (comments may hold letters, digits, symbols and plain spaces)"
+        )
+    parts = line.split(None, 2)
     key_type = parts[0]
     if key_type.startswith("-----BEGIN") or key_type == "----":
         raise InvalidSshKey("this is a PEM or private key block; give the one-line public key (*.pub)")

@@ -23,7 +23,7 @@ from sup.domain.ownership import IMPORT_SOURCE, may_change, refusal
 from sup.domain.posix import InvalidName, check_groupname
 from sup.domain.privilege import refusal as refuse_privileged
 from sup.domain.slurm import ROOT_ACCOUNT
-from sup.domain.sshkeys import parse_ssh_public_key
+from sup.domain.sshkeys import key_set_problem, parse_ssh_public_key
 from sup.errors import InvalidInput
 from sup.groups.privilege import privileged_among
 from sup.groups.schemas import GroupCreate
@@ -288,9 +288,12 @@ def _check_keys(
     found: list[Problem] = []
     name = record.spec.username
     lines = record.spec.ssh_public_keys
-    if len(lines) > settings.accounts.max_ssh_keys:
-        limit = settings.accounts.max_ssh_keys
-        found.append(_problem(record, "user", f"{len(lines)} keys; at most {limit}", "ssh_public_keys"))
+    accounts = settings.accounts
+    problem = key_set_problem(
+        [parse_ssh_public_key(line).line for line in lines], accounts.max_ssh_keys, accounts.max_ssh_key_bytes
+    )
+    if problem is not None:
+        found.append(_problem(record, "user", problem, "ssh_public_keys"))
     mine: set[str] = set()
     for index, line in enumerate(lines):
         fingerprint = parse_ssh_public_key(line).fingerprint  # the schema already validated it

@@ -17,7 +17,8 @@ from sqlalchemy.orm import Session
 
 from sup.config import Settings
 from sup.domain.gids import private_gid_ranges, uid_ranges
-from sup.domain.sshkeys import parse_ssh_public_key
+from sup.domain.sshkeys import key_set_problem, parse_ssh_public_key
+from sup.errors import FieldError, InvalidInput
 from sup.store import ids
 from sup.store.audit import Actor
 from sup.store.bulk_audit import record_many
@@ -45,6 +46,7 @@ def create_users(
     check_new_homes(
         session, settings, {s.username: s.home_directory or default_home(settings, s.username) for s in specs}
     )
+    _check_key_sets(settings, specs)
     if not settings.ids.private_groups:  # rare: keep the service's rules for primary groups
         for spec in specs:
             create_user(session, settings, actor, spec, source, key_origin=key_origin)
@@ -138,6 +140,16 @@ def create_users(
     ]
     record_many(session, actor, "create", "user", entries)
     return changes
+
+
+def _check_key_sets(settings: Settings, specs: Sequence[UserCreate]) -> None:
+    """The per-person key caps, as the users service holds every write to them (the callers checked
+    already: the import plan reports, the Keycloak batch leaves such users to the per-user path)."""
+    accounts = settings.accounts
+    for spec in specs:
+        problem = key_set_problem(spec.ssh_public_keys, accounts.max_ssh_keys, accounts.max_ssh_key_bytes)
+        if problem is not None:
+            raise InvalidInput(FieldError("ssh_public_keys", f"user {spec.username}: {problem}"))
 
 
 # The columns of a new user's audit entry (as users.service.snapshot shows them).

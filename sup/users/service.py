@@ -19,7 +19,7 @@ from sup.common.concurrency import check_version
 from sup.config import Settings
 from sup.domain.gids import private_gid_ranges, uid_ranges
 from sup.domain.posix import InvalidName, check_groupname, check_username
-from sup.domain.sshkeys import parse_ssh_public_key
+from sup.domain.sshkeys import key_set_problem, parse_ssh_public_key
 from sup.domain.usernames import derive_username
 from sup.errors import Conflict, FieldError, InvalidInput
 from sup.groups.membership import set_user_groups
@@ -116,12 +116,8 @@ def _set_ssh_keys(
     kept = {k.fingerprint: k for k in user.ssh_keys if only_origin and k.origin != origin}
     if kept:
         lines = [line for line in lines if parse_ssh_public_key(line).fingerprint not in kept]
-    limit = settings.accounts.max_ssh_keys
-    if len(lines) + len(kept) > limit:
-        raise InvalidInput(
-            FieldError("ssh_public_keys", f"{len(lines)} keys given; at most {limit} per user")
-        )
     parsed = [parse_ssh_public_key(line) for line in lines]  # already validated by the schema
+    _check_key_set(settings, [k.line for k in kept.values()] + [k.line for k in parsed])
     seen: dict[str, int] = {}
     for index, key in enumerate(parsed):
         if key.fingerprint in seen:
@@ -163,6 +159,14 @@ def _set_ssh_keys(
             )
         elif existing.comment != key.comment:
             existing.comment = key.comment
+
+
+def _check_key_set(settings: Settings, lines: list[str]) -> None:
+    """The person's keys after the change, against the per-person caps (count and bytes)."""
+    accounts = settings.accounts
+    problem = key_set_problem(lines, accounts.max_ssh_keys, accounts.max_ssh_key_bytes)
+    if problem is not None:
+        raise InvalidInput(FieldError("ssh_public_keys", f"{problem}; nothing was changed"))
 
 
 def _check_username_free(

@@ -175,3 +175,27 @@ def test_a_key_that_is_someone_elses_is_refused_without_naming_them(
     answer = client.post("/api/v1/me/ssh-keys", json={"key": key}, headers=bearer(issuer.token("kc-sam")))
     assert answer.status_code == 409, answer.text
     assert "secret_owner" not in answer.text and "another account" in answer.json()["detail"]
+
+
+def test_a_key_that_takes_a_person_over_the_byte_cap_is_refused_and_nothing_changes(
+    client: TestClient, issuer: LocalIssuer, admin: dict[str, str], sessions: sessionmaker[Session]
+) -> None:
+    # The administrator's 31 keys with long comments leave less than a key's room under the
+    # per-person cap (accounts.max_ssh_key_bytes, 32 KiB): the person's own key is refused.
+    given = [ed25519_key(f"{i:03d}" + "c" * 947) for i in range(31)]
+    _user(
+        client,
+        admin,
+        sessions,
+        username="sam",
+        ssh_public_keys=given,
+        source="keycloak",
+        external_id="kc-sam",
+    )
+    sam = bearer(issuer.token("kc-sam"))
+    answer = client.post("/api/v1/me/ssh-keys", json={"key": ed25519_key("x" * 900)}, headers=sam)
+    assert answer.status_code == 422, answer.text
+    assert "accounts.max_ssh_key_bytes" in answer.text and "nothing was changed" in answer.text
+    assert len(client.get("/api/v1/me/ssh-keys", headers=sam).json()) == 31
+    hidden = client.post("/api/v1/me/ssh-keys", json={"key": ed25519_key("sam\u202elaptop")}, headers=sam)
+    assert hidden.status_code == 422 and "U+202E" in hidden.text, hidden.text

@@ -407,3 +407,20 @@ def test_an_import_fills_privileged_groups_only_if_allowed(
     with sessions() as session:
         kim = session.scalars(select(User).where(User.username == "kim")).one()
         assert sorted(m.group.name for m in kim.memberships) == ["hpc-admins", "lab"]
+
+
+def test_keys_over_a_persons_caps_are_reported_in_the_check_phase(
+    env: dict[str, str], sessions: sessionmaker[Session], tmp_path: Path
+) -> None:
+    wide = ed25519_key("c" * 1000)  # one key of about 1.1 KB, over a cap of 1 KiB
+    doc = _write(
+        tmp_path,
+        "people.yaml",
+        f"users:\n  - {{username: ann, ssh_public_keys: ['{ed25519_key('ann')}']}}\n"
+        f"  - {{username: bo, ssh_public_keys: ['{wide}']}}\n",
+    )
+    result = run_sup("import", str(doc), env={**env, "SUP_ACCOUNTS__MAX_SSH_KEY_BYTES": "1024"})
+    assert result.returncode == 5, (result.stdout, result.stderr)
+    assert "users[1]: ssh_public_keys: the keys take" in result.stderr, result.stderr
+    assert "at most 1024 per person (accounts.max_ssh_key_bytes)" in result.stderr
+    assert _count(sessions, User) == 0  # the check phase refused the file: nothing written

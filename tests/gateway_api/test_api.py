@@ -11,7 +11,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from sup.domain.sshkeys import parse_ssh_public_key
-from sup.store.models import AuditEntry, GatewayHeartbeat, LoginWake, utcnow
+from sup.store.models import AuditEntry, GatewayHeartbeat, LoginWake, SshKey, User, utcnow
 from tests.conftest import bearer
 from tests.gateway_api.conftest import NAMESPACE, FakeCluster
 from tests.support import keys
@@ -252,3 +252,26 @@ def test_gateway_tokens_are_created_by_the_api(client: TestClient, admin: dict[s
     token = bearer(response.json()["token"])
     assert client.get("/api/v1/gateway/routes/nobody", headers=token).status_code == 404
     assert client.get("/api/v1/users", headers=token).status_code == 403
+
+
+@pytest.mark.usefixtures("world")
+def test_a_stored_key_a_login_pod_leaves_out_is_no_key_at_the_gateway(
+    client: TestClient, gateway: dict[str, str], sessions: sessionmaker[Session]
+) -> None:
+    # Stored before the API refused bidi comments: the pod's keys file leaves it out
+    # (sup/targets/kube/login_files.py), so the gateway must not let it through either.
+    hidden = parse_ssh_public_key(keys.ed25519_key())
+    with sessions.begin() as session:
+        kim = session.scalars(select(User).where(User.username == "kim")).one()
+        kim.ssh_keys.append(
+            SshKey(
+                key_type=hidden.key_type,
+                key_data=hidden.blob,
+                comment="kim@\u202epotpal",
+                fingerprint=hidden.fingerprint,
+                origin="admin",
+            )
+        )
+    response = client.get("/api/v1/gateway/routes/kim", headers=gateway)
+    assert response.status_code == 200, response.text
+    assert response.json()["fingerprints"] == [fingerprint(KIM_KEY)]

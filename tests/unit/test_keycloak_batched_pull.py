@@ -183,3 +183,23 @@ def test_a_pull_without_change_does_no_per_user_work(store_url: str) -> None:
     assert [s for s in statements if s in {"INSERT", "UPDATE", "DELETE"}] == ["UPDATE"]  # source_state
     assert sorted(again.errors) == sorted(first.errors) and sorted(again.conflicts) == sorted(first.conflicts)
     engine.dispose()
+
+
+def test_keys_over_a_persons_caps_are_reported_and_the_others_sync(store_url: str) -> None:
+    # The IdP is one more way keys arrive: the caps hold there too (batched or one by one).
+    settings = Settings(database_url=store_url, keycloak=KC, accounts={"max_ssh_key_bytes": 1024})
+    engine = make_engine(store_url)
+    sessions = make_sessionmaker(engine)
+    wide = _user(1, sshPublicKey=[ed25519_key("c" * 1000)])  # about 1.1 KB of keys
+    hidden = _user(2, sshPublicKey=[ed25519_key("user2@\u202elaptop")])  # a pod would leave it out
+    users = [wide, hidden, *(_user(n) for n in range(3, 8))]
+    realm = RealmSnapshot(users={u.id: u for u in users}, groups={}, members={}, requests=1)
+    report = full_sync(settings, engine, sessions, reader=FakeReader(realm))
+    assert sorted(report.created) == [f"user{n:03d}" for n in range(2, 8)]  # not user001
+    assert any("accounts.max_ssh_key_bytes" in error for error in report.errors), report.errors
+    assert any("U+202E" in error for error in report.errors), report.errors  # that key left out
+    with sessions() as session:
+        assert session.scalar(select(User).where(User.username == "user001")) is None
+        owners = set(session.scalars(select(User.username).join(SshKey, SshKey.user_id == User.id)))
+        assert owners == {f"user{n:03d}" for n in range(3, 8)}
+    engine.dispose()

@@ -10,7 +10,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sup.domain.sshkeys import InvalidSshKey, parse_ssh_public_key
+from sup.domain.sshkeys import InvalidSshKey, key_set_problem, parse_ssh_public_key, printable
 from tests.support import keys
 
 # Vectors from OpenSSH's own ssh-keygen: `ssh-keygen -lf KEY.pub` printed these fingerprints.
@@ -139,6 +139,38 @@ def test_other_control_characters_in_the_comment_are_refused(char: str) -> None:
         parse_ssh_public_key(f"{keys.ed25519_key()} kim{char}laptop")
 
 
+@pytest.mark.parametrize(
+    "char",
+    ["\u202e", "\u2066", "\u200b", "\u200d", "\ufeff", "\u00ad", "\u00a0", "\u3000", "\ue000"],
+    ids=repr,
+)
+def test_bidi_and_invisible_characters_in_the_comment_are_refused(char: str) -> None:
+    # A login pod's keys file leaves such a key out (not printable), while the gateway matches
+    # keys by fingerprint: accepting it would let the two disagree on who may log in.
+    with pytest.raises(InvalidSshKey, match=f"U\\+{ord(char):04X}.*login pods leave such a key out"):
+        parse_ssh_public_key(f"{keys.ed25519_key()} kim{char}laptop")
+
+
+def test_letters_and_symbols_of_any_script_stay_in_a_comment() -> None:
+    line = keys.ed25519_key()
+    comment = "Kim Wexler-Müller 金 🔑 ключ"
+    assert parse_ssh_public_key(f"{line} {comment}").comment == comment
+
+
+def test_a_persons_keys_are_capped_by_count_and_by_bytes() -> None:
+    line = keys.ed25519_key("kim")
+    size = len(line) + 1  # a line and its newline, as the keys file holds it
+    assert key_set_problem([line] * 3, max_keys=3, max_bytes=3 * size) is None
+    assert key_set_problem([line] * 4, max_keys=3, max_bytes=10**6) == (
+        "4 keys; at most 3 per person (accounts.max_ssh_keys)"
+    )
+    assert key_set_problem([line] * 3, max_keys=3, max_bytes=3 * size - 1) == (
+        f"the keys take {3 * size} bytes; at most {3 * size - 1} per person (accounts.max_ssh_key_bytes)"
+    )
+    wide = keys.ed25519_key("é")  # bytes, not characters: what the ConfigMap counts
+    assert key_set_problem([wide], max_keys=1, max_bytes=len(wide) + 1) is not None
+
+
 def test_oversized_refused() -> None:
     with pytest.raises(InvalidSshKey, match="at most"):
         parse_ssh_public_key("ssh-rsa " + "A" * 20000)
@@ -165,4 +197,5 @@ def test_an_accepted_line_has_no_control_character(comment: str) -> None:
     except InvalidSshKey:
         return
     assert not any(unicodedata.category(c) == "Cc" or c in "\u2028\u2029" for c in parsed.line)
+    assert printable(parsed.line)  # what a login pod writes: every accepted key reaches it
     assert parse_ssh_public_key(parsed.line) == parsed

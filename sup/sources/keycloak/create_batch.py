@@ -28,7 +28,7 @@ from sqlalchemy.orm import Session, selectinload
 
 from sup.config import Settings
 from sup.domain.posix import InvalidName
-from sup.domain.sshkeys import parse_ssh_public_key
+from sup.domain.sshkeys import key_set_problem, parse_ssh_public_key
 from sup.errors import SupError
 from sup.sources.keycloak.compare import user_input
 from sup.sources.keycloak.loaded import LoadedStore, log
@@ -137,13 +137,15 @@ def _plain_spec(settings: Settings, kc: KcUser, username: str) -> UserCreate | N
     shell = data.fields.get("login_shell")
     if shell is not None and shell not in settings.accounts.allowed_shells:
         return None
-    if len(data.fields.get("ssh_public_keys") or []) > settings.accounts.max_ssh_keys:
-        return None
     try:
         check_username_policy(settings, username)
-        return UserCreate.model_validate({"username": username, **data.fields})
+        spec = UserCreate.model_validate({"username": username, **data.fields})
     except (SupError, ValidationError, InvalidName):
         return None
+    accounts = settings.accounts
+    if key_set_problem(spec.ssh_public_keys, accounts.max_ssh_keys, accounts.max_ssh_key_bytes):
+        return None
+    return spec
 
 
 def _keys_nobody_has(

@@ -104,8 +104,8 @@ def plan(
     mounted = mounted_by_uid(observed)
     uids = {user.uid_number: user for user in desired.users.values()}
     for key, have in observed.objects.items():
-        if key in wanted or have.terminating:
-            continue
+        if key in wanted or key in refused or have.terminating:
+            continue  # a login ConfigMap SUP refused to write stays as it is (its pod keeps it)
         if have.kind == PVC:
             uid = owner_uid(have, desired.users, mounted)
             owner = uids.get(uid) if uid is not None else None
@@ -246,9 +246,13 @@ def _login_config(
 ) -> list[Wanted]:
     """The login ConfigMap of `owner`'s pod: from the memo when it was found in sync with the same
     files at the resourceVersion just read, else built. People whose passwd line would break are
-    reported (and left out); a ConfigMap too big to store is not written, and its pod waits."""
+    reported (and left out); so are keys a pod does not write, and on a group pod the largest key
+    sets that would take the ConfigMap over its limit. A ConfigMap too big to store even so (a
+    user's own, or a group's without any keys) is not written, and its pod waits."""
     subject = owner.name if owner.kind == "user" else None
-    for person, reason in sorted(files.refused.items()):
+    if owner.kind == "group":  # one member's keys must not freeze everyone's
+        files = files.within(MAX_BYTES)
+    for person, reason in sorted((*files.refused.items(), *files.keys_left_out.items())):
         changes.append(Change(TARGET, REPORT, LOGIN_CONFIG, owner.login, NotWritten(reason), person))
     if owner.kind == "user" and owner.name in files.refused:
         refused.add((LOGIN_CONFIG, owner.login))

@@ -20,7 +20,16 @@ choice, and every byte of them comes from the directory; one Python pass over a 
 also what keeps 10,000 of them cheap (bench/kube_bench.py).
 
 A person whose passwd fields would break a line (a ':' or a control character in a home directory or
-shell stored before SUP checked them) is left out, and the caller reports it.
+shell stored before SUP checked them) is left out, and the caller reports it. A key whose line is not
+printable (a control, bidi or other invisible character in its comment, stored before SUP refused
+them at the API: sup/domain/sshkeys.py) is left out of the person's keys file, and reported too.
+
+A group pod's files hold every member's keys, and a ConfigMap holds 1 MiB. When they would not fit,
+`LoginFiles.within` leaves out the largest key files, one at a time, until they do: the people whose
+keys push the ConfigMap over cannot log in to that pod with a key (each is reported), everyone else
+still gets their key changes (before, the whole ConfigMap was refused, and then deleted as not
+wanted). The per-person caps at the API (`accounts.max_ssh_keys`, `accounts.max_ssh_key_bytes`) keep
+one person from getting there alone.
 """
 
 from __future__ import annotations
@@ -30,6 +39,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from sup.domain.desired import DesiredGroup, DesiredState, DesiredUser
+from sup.domain.sshkeys import printable
 
 PASSWD = "passwd"  # noqa: S105 - the file name, not a password
 GROUP = "group"
@@ -60,11 +70,17 @@ def group_line(group: DesiredGroup, members: Iterable[str]) -> str:
     return f"{group.name}:x:{group.gid_number}:{','.join(sorted(members))}"
 
 
-def authorized_keys(user: DesiredUser) -> str:
-    """One key a line, sorted, without duplicates; a key with a control character is dropped (a
-    line break in it would add a line of somebody's choosing)."""
-    keys = sorted({key.strip() for key in user.ssh_public_keys if key.strip().isprintable()})
-    return "".join(f"{key}\n" for key in keys if key)
+def authorized_keys(user: DesiredUser) -> tuple[str, int]:
+    """One key a line, sorted, without duplicates, and how many keys were dropped: a key that is
+    not printable (a line break in it would add a line of somebody's choosing, a bidi character
+    shows it as another)."""
+    lines = {key.strip() for key in user.ssh_public_keys} - {""}
+    keys = sorted(line for line in lines if printable(line))
+    return "".join(f"{key}\n" for key in keys), len(lines) - len(keys)
+
+
+def _entry_size(name: str, value: str) -> int:
+    return len(name.encode()) + len(value.encode())
 
 
 @dataclass(frozen=True)
@@ -73,10 +89,38 @@ class LoginFiles:
 
     data: dict[str, str]
     refused: dict[str, str] = field(default_factory=dict)
+    # People in passwd some or all of whose keys are not in their keys file, with the reason.
+    keys_left_out: dict[str, str] = field(default_factory=dict)
 
     @property
     def size(self) -> int:
-        return sum(len(k.encode()) + len(v.encode()) for k, v in self.data.items())
+        return sum(_entry_size(k, v) for k, v in self.data.items())
+
+    def within(self, limit: int = MAX_BYTES) -> LoginFiles:
+        """These files with the largest key files left out until they take at most `limit` bytes:
+        the most bytes first, ties by name (the same people every pass). Each person left out is
+        in `keys_left_out`. Files that would not fit even without any key file come back as they
+        are (the caller refuses them whole)."""
+        size = self.size
+        key_files = [name for name in self.data if name.endswith(KEYS_SUFFIX)]
+        if size <= limit or size - sum(_entry_size(n, self.data[n]) for n in key_files) > limit:
+            return self
+        data = dict(self.data)
+        left_out = dict(self.keys_left_out)
+        for name in sorted(key_files, key=lambda n: (-_entry_size(n, data[n]), n)):
+            if size <= limit:
+                break
+            entry = _entry_size(name, data.pop(name))
+            person = name.removesuffix(KEYS_SUFFIX)
+            reason = (
+                f"the SSH keys of {person} ({entry} bytes) are left out of this login pod's files: with "
+                f"every member's keys they take {self.size} bytes, more than a ConfigMap holds "
+                f"({limit}), and the largest key sets are left out first; {person} cannot log in to "
+                "this pod with a key until they hold fewer or shorter keys"
+            )
+            left_out[person] = f"{left_out[person]}; {reason}" if person in left_out else reason
+            size -= entry
+        return LoginFiles(data, dict(self.refused), left_out)
 
     def digest(self) -> str:
         """A hash of the data: what the memo remembers instead of the files themselves."""
@@ -139,6 +183,13 @@ class Directory:
             f"{group_line(groups[name], groups[name].members & set(admitted))}\n" for name in sorted(groups)
         )
         data = {PASSWD: passwd, GROUP: group_text}
+        left_out: dict[str, str] = {}
         for name in sorted(admitted):
-            data[keys_file(name)] = authorized_keys(admitted[name])
-        return LoginFiles(data, refused)
+            data[keys_file(name)], dropped = authorized_keys(admitted[name])
+            if dropped:
+                left_out[name] = (
+                    f"{dropped} SSH key(s) of {name} hold a control, bidi or other invisible character "
+                    "(stored before SUP refused such keys) and are left out of the login pod's keys "
+                    "file; the SSH gateway refuses them too: replace them with keys without it"
+                )
+        return LoginFiles(data, refused, left_out)
