@@ -226,6 +226,36 @@ def test_group_pod_members_cannot_plant_in_each_others_homes_or_take_a_newcomers
     assert (homes / "bob").stat().st_uid == BOB.uid  # his files stay
 
 
+def test_group_pod_makes_deeper_homes_through_roots_directories_and_hands_no_home_on(
+    pod: LoginPod, tmp_path: Path
+) -> None:
+    """A home deeper under /home gets root's directories above it; a home left by another uid (a
+    name that came back as another person) is not given to the newcomer, who is not let in."""
+    erin = Person("erin", 10005, 10005)
+    frank = Person("frank", 10006, 10006)
+    erin_line = erin.passwd_line.replace("/home/erin", "/home/lab/erin")
+    keys = {person.name: make_key(tmp_path, person.name) for person in (erin, frank)}
+    for person in (erin, frank):
+        pod.authorize(person, keys[person.name])
+    pod.write("passwd", f"{erin_line}\n{frank.passwd_line}\n")
+    pod.write("group", "erin:x:10005:\nfrank:x:10006:\nlab:x:20001:erin,frank\n")
+    homes = make_emptydir(tmp_path / "homes")
+    old = make_emptydir(homes / "frank", owner=10099, mode=0o700)  # the files of an earlier frank
+    (old / "notes").write_text("not the new frank's")
+    pod.start_group(*LAB, homes)
+
+    lab = homes / "lab"
+    assert (lab.stat().st_uid, lab.stat().st_mode & 0o7777) == (0, 0o755)
+    assert pod.ssh(erin, keys["erin"], "pwd; stat -c '%U %a' ~").stdout.split() == [
+        "/home/lab/erin",
+        "erin",
+        "700",
+    ]
+    assert pod.ssh(frank, keys["frank"], "true").returncode == 255
+    assert old.stat().st_uid == 10099
+    assert "belongs to uid 10099" in pod.log.read_text()
+
+
 def test_group_pod_keeps_the_host_key_of_the_sites_secret_across_restarts(
     pod: LoginPod, tmp_path: Path
 ) -> None:
