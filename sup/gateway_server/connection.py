@@ -18,7 +18,7 @@ import asyncssh
 
 from sup.domain.gateway import PodRoute
 from sup.gateway_server import metrics, texts
-from sup.gateway_server.limits import Verdict
+from sup.gateway_server.limits import Verdict, source_key
 from sup.gateway_server.relay import Tunnel, connect_pod
 from sup.gateway_server.routes import NoRoute, PersonRoute, SupUnavailable
 
@@ -60,6 +60,7 @@ class GatewayConnection(asyncssh.SSHServer):
         self._conn: asyncssh.SSHServerConnection | None = None
         self.source = "?"
         self._source_host = "?"
+        self._source_key = "?"
         self._verdict = Verdict.ADMIT
         self.username: str | None = None
         self._lookup: PersonRoute | NoRoute | None = None
@@ -76,7 +77,8 @@ class GatewayConnection(asyncssh.SSHServer):
         peer = conn.get_extra_info("peername") or ("?", 0)
         self._source_host = str(peer[0])
         self.source = f"{peer[0]}:{peer[1]}"
-        self._verdict = self._gateway.admission.arrive(time.monotonic())
+        self._source_key = source_key(self._source_host, self._gateway.settings.source_ipv6_prefix)
+        self._verdict = self._gateway.admission.arrive(self._source_key, time.monotonic())
         if self._verdict is Verdict.DROP:
             metrics.CONNECTIONS.labels("dropped").inc()
             conn.abort()
@@ -86,7 +88,7 @@ class GatewayConnection(asyncssh.SSHServer):
             return
         for tunnel in list(self._tunnels):  # also those whose channel never got confirmed
             tunnel.close()
-        self._gateway.admission.leave()
+        self._gateway.admission.leave(self._source_key, time.monotonic(), authenticated=self.authenticated)
         if self._verdict is Verdict.BUSY:
             return
         if not self.authenticated and self.username is not None:
@@ -133,6 +135,7 @@ class GatewayConnection(asyncssh.SSHServer):
 
     def auth_completed(self) -> None:
         self.authenticated = True
+        self._gateway.admission.authenticated(self._source_key)
         metrics.CONNECTIONS.labels("ok").inc()
         self._gateway.event("login", self, reason=None, pod=None)
 
