@@ -21,6 +21,9 @@ class GatewaySettings(Section):
     sup_url: str | None = Field(None, description="how the gateway reaches SUP; default: in-cluster Service")
     token_file: str | None = Field(None, description="file with the gateway's API token (role gateway)")
     route_cache_seconds: float = Field(5, ge=0, le=300, description="how long one person's route is reused")
+    route_recheck_seconds: float = Field(
+        30, ge=1, le=3600, description="how often the routes of held tunnels are asked again"
+    )
     max_connections: int = Field(1000, ge=1, description="open connections per process before 'busy'")
     max_new_per_second: float = Field(100, gt=0, description="new connections per second per process")
     max_connections_per_source: int = Field(

@@ -5,6 +5,7 @@ limits.py      admission (per process and per source address), tunnels per perso
 relay.py       a `direct-tcpip` channel relayed to a login pod's sshd, with flow control both ways
 texts.py       what a person sees: help on a session channel, banner, open failures, "gateway busy"
 connection.py  one SSH connection: publickey only, the route, channel opens
+recheck.py     held tunnels whose route is gone (suspended, left a group) are cut
 server.py      the listening gateway: host key, shared state, heartbeats, start and stop
 metrics.py     Prometheus metrics
 

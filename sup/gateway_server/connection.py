@@ -19,6 +19,7 @@ import asyncssh
 from sup.domain.gateway import PodRoute
 from sup.gateway_server import metrics, texts
 from sup.gateway_server.limits import Verdict, source_key
+from sup.gateway_server.recheck import HeldTunnel
 from sup.gateway_server.relay import Tunnel, connect_pod
 from sup.gateway_server.routes import NoRoute, PersonRoute, SupUnavailable
 
@@ -52,6 +53,20 @@ class HelpSession(asyncssh.SSHServerSession[str]):
         assert self._chan is not None
         self._chan.write_stderr(self._text)
         self._chan.exit(1)
+
+
+def disconnect_first(conn: asyncssh.SSHServerConnection, reason: str) -> None:
+    """Disconnect with `reason` sent before anything else. asyncssh's `disconnect()` closes the
+    channels first, and OpenSSH's `ssh -W` (the jump of `ssh -J`) exits at its channel's close
+    without reading further, so the person would never see why. This sends the message the way
+    asyncssh itself does for a DisconnectError raised while it handles a packet (the "busy"
+    refusal): the packet, then the connection closed at once."""
+    send = getattr(conn, "_send_disconnect", None)  # asyncssh 2.x; without it, the public way
+    if send is None:
+        conn.disconnect(asyncssh.DISC_BY_APPLICATION, reason)
+        return
+    send(asyncssh.DISC_BY_APPLICATION, reason, asyncssh.DEFAULT_LANG)
+    conn.abort()
 
 
 class GatewayConnection(asyncssh.SSHServer):
@@ -197,17 +212,35 @@ class GatewayConnection(asyncssh.SSHServer):
         if woke:
             metrics.WAKE_SECONDS.observe(elapsed)
         ticket: int | None = None
+        held: HeldTunnel | None = None
 
         def closed() -> None:
             gateway.sessions.release(username)
             if ticket is not None:
                 gateway.tunnel_closed(ticket)
+            if held is not None:
+                gateway.recheck.release(held)
             self._tunnels.discard(tunnel)
 
         tunnel = Tunnel(side, closed)
         self._tunnels.add(tunnel)
         ticket = gateway.tunnel_opened(current, username, self.source, tunnel.buffered)
+        held = gateway.recheck.hold(
+            username, current.name, lambda reason: self._cut(tunnel, current.name, reason)
+        )
         return tunnel
+
+    def _cut(self, tunnel: Tunnel, pod: str, reason: str) -> None:
+        """SUP says this person may no longer reach `pod` (recheck.py): close the tunnel, and a
+        connection left with none is disconnected with a reason OpenSSH prints on the person's
+        terminal (nothing can be written into the tunnel: it carries their own SSH connection)."""
+        if tunnel not in self._tunnels:
+            return
+        metrics.CUTS.labels(reason).inc()
+        self._gateway.event("cut", self, reason=reason, pod=pod)
+        if self._tunnels == {tunnel} and self._conn is not None:
+            disconnect_first(self._conn, texts.access_removed(pod))
+        tunnel.close()
 
     async def _wake(self, pod: PodRoute, username: str) -> None:
         try:
