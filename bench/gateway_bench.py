@@ -4,6 +4,7 @@ how many new connections per second it takes.
     .venv/bin/python bench/gateway_bench.py [--samples 40] [--sessions 100] [--seconds 10] [--clients 4]
         [--parts abcde] [--held 1000] [--rates 10,25,50,75,100,150] [--step-seconds 10] [--people 200]
         [--overload-max 50] [--burst 300] [--gateway-cpus 0] [--client-cpus 1] [--workers 1] [--profile F]
+        [--attempts 20] [--flood-held 2500] [--flood-rate 300]
 
 Starts, as tests/gateway does: a stand-in of SUP's /api/v1/gateway (tests/support/gateway_api.py),
 a real sshd on loopback as the login pod (tests/support/sshd.py), and `sup gateway` as its own
@@ -28,14 +29,24 @@ process (so its CPU time and memory are its own, read from /proc). Then, with Op
       `--overload-max`: what OpenSSH's `ssh -J` prints when it is full, a `--burst` at once, and
       whether the held tunnels of both survived. `--profile F`: the gateway under cProfile (slower:
       for where the CPU goes, not for the figures).
+  (f) one source floods, one person connects: a fresh `sup gateway` with the default limits
+      (per process and per source), then one with the per-source limits lifted to the process's
+      (as before there were any); on each, `--attempts` sequential `ssh -J alice@gateway root@login
+      true` from 127.0.0.1 alone, then again while 127.0.0.2 holds `--flood-held` connections that
+      never authenticate and opens and closes `--flood-rate` more per second: how many landed, and
+      their median and p95.
+Parts (a) to (e) connect from 127.0.0.1 only, as many people would: there the per-source limits
+are lifted to the process's.
 Not a test: nothing here asserts a time.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import socket
 import statistics
 import subprocess
 import sys
@@ -210,6 +221,118 @@ def capacity(
             process.wait()
 
 
+FLOODER = "127.0.0.2"  # loopback holds all of 127/8: another source address on this machine
+LIFTED = {  # per-source limits as high as the process's: one address may take it all
+    "SUP_GATEWAY__MAX_CONNECTIONS_PER_SOURCE": "100000",
+    "SUP_GATEWAY__MAX_UNAUTHENTICATED_PER_SOURCE": "100000",
+    "SUP_GATEWAY__MAX_NEW_PER_SECOND_PER_SOURCE": "100000",
+    "SUP_GATEWAY__NEW_BURST_PER_SOURCE": "100000",
+}
+
+
+def attempts(argv: list[str], count: int) -> str:
+    """`count` sequential runs of `argv`: how many succeeded, their median and p95."""
+    took: list[float] = []
+    failed = 0
+    for _ in range(count):
+        started = time.perf_counter()
+        done = subprocess.run(argv, capture_output=True, timeout=120, check=False)  # noqa: S603
+        if done.returncode == 0:
+            took.append(time.perf_counter() - started)
+        else:
+            failed += 1
+    if not took:
+        return f"0/{count} landed"
+    return (
+        f"{len(took)}/{count} landed, median {statistics.median(took) * 1000:.0f} ms, "
+        f"p95 {p95(took) * 1000:.0f} ms"
+    )
+
+
+def still_open(sock: socket.socket) -> bool:
+    """Whether the gateway still holds this connection (it sent its version line and did not close)."""
+    sock.setblocking(False)
+    try:
+        return bool(sock.recv(64, socket.MSG_PEEK))
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+
+
+class Churn(threading.Thread):
+    """Opens and closes connections from FLOODER to `port` at `rate` per second until stopped (at
+    most 600 s)."""
+
+    def __init__(self, port: int, rate: float) -> None:
+        super().__init__(daemon=True)
+        self.port, self.pause = port, 1 / rate
+        self.stop = threading.Event()
+        self.opened = 0
+
+    def run(self) -> None:
+        deadline = time.monotonic() + 600
+        while not self.stop.is_set() and time.monotonic() < deadline:
+            with contextlib.suppress(OSError):
+                socket.create_connection(
+                    ("127.0.0.1", self.port), timeout=5, source_address=(FLOODER, 0)
+                ).close()
+            self.opened += 1
+            time.sleep(self.pause)
+
+
+def flood(args: argparse.Namespace, work: Path, env: dict[str, str]) -> None:
+    """(f) one source floods (held unauthenticated connections and a fast open/close loop) while one
+    person connects from another, with the default limits and with the per-source ones lifted."""
+    defaults = {key: value for key, value in env.items() if key not in LIFTED}
+    defaults["SUP_GATEWAY__MAX_NEW_PER_SECOND"] = "100"  # the default, which (a) to (d) lift
+    for label, settings in (
+        ("default limits", defaults),
+        ("per-source limits lifted", {**defaults, **LIFTED}),
+    ):
+        port = free_port()
+        settings = {
+            **settings,
+            "SUP_GATEWAY__LISTEN_PORT": str(port),
+            "SUP_GATEWAY__METRICS_PORT": str(free_port()),
+        }
+        argv = [sup_executable(), "gateway", "--log-level", "error"]
+        gateway = subprocess.Popen(argv, env=settings)  # noqa: S603
+        held: list[socket.socket] = []
+        churn = Churn(port, args.flood_rate)
+        try:
+            wait_listening(port, gateway)
+            client = SshClient(work, work / "alice", port)
+            through = ["ssh", "-F", str(client.config), "-J", client.jump("alice"), "root@login", "true"]
+            subprocess.run(through, capture_output=True, timeout=120, check=False)  # noqa: S603
+            alone = attempts(through, args.attempts)
+            for _ in range(args.flood_held):
+                with contextlib.suppress(OSError):
+                    held.append(
+                        socket.create_connection(("127.0.0.1", port), timeout=5, source_address=(FLOODER, 0))
+                    )
+            churn.start()
+            cpu0, started = cpu_seconds(gateway.pid), time.perf_counter()
+            flooded = attempts(through, args.attempts)
+            elapsed = time.perf_counter() - started
+            cpu = cpu_seconds(gateway.pid) - cpu0
+            churn.stop.set()
+            churn.join()
+            kept = sum(still_open(sock) for sock in held)
+            print(
+                f"(f) {label}: alone {alone}; while {FLOODER} opens {len(held)} connections that never "
+                f"authenticate (the gateway kept {kept} of them) and opens and closes "
+                f"{churn.opened / elapsed:.0f}/s more: {flooded} (gateway CPU {cpu / elapsed:.2f} core)",
+                flush=True,
+            )
+        finally:
+            churn.stop.set()
+            for sock in held:
+                sock.close()
+            gateway.terminate()
+            gateway.wait()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -219,7 +342,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10)
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--megabytes", type=int, default=200)
-    parser.add_argument("--parts", default="abcde", help="which parts to run (e: capacity, below)")
+    parser.add_argument("--parts", default="abcdef", help="which parts to run (e: capacity, f: a flood)")
     parser.add_argument("--held", type=int, default=1000, help="(e) tunnels held through the rate steps")
     parser.add_argument("--rates", default="10,25,50,75,100,150", help="(e) offered new connections/s")
     parser.add_argument("--step-seconds", type=float, default=10)
@@ -232,6 +355,9 @@ def main() -> None:
     parser.add_argument("--client-cpus", default="1", help="(e) CPUs of the load generator, echo pod, this")
     parser.add_argument("--workers", type=int, default=1, help="(e) gateway.workers")
     parser.add_argument("--profile", type=Path, help="(e) run the gateway under cProfile, stats to this file")
+    parser.add_argument("--attempts", type=int, default=20, help="(f) the person's connections, each phase")
+    parser.add_argument("--flood-held", type=int, default=2500, help="(f) connections 127.0.0.2 holds")
+    parser.add_argument("--flood-rate", type=float, default=300, help="(f) connections/s 127.0.0.2 opens")
     args = parser.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="gateway-bench-"))
@@ -259,6 +385,7 @@ def main() -> None:
         SUP_GATEWAY__MAX_NEW_PER_SECOND="1000",
         SUP_GATEWAY__WORKERS="1",  # one process: its CPU and memory are what is reported
         SUP_LOG__FORMAT="text",
+        **LIFTED,  # (a) to (e): everyone from 127.0.0.1
     )
     gateway = subprocess.Popen([sup_executable(), "gateway", "--log-level", "warning"], env=env)  # noqa: S603
     held: list[subprocess.Popen[str]] = []
@@ -362,6 +489,9 @@ def main() -> None:
                 f"({args.megabytes / elapsed:.0f} MiB/s, gateway CPU {cpu:.2f} s); "
                 f"gateway peak resident {hwm_mib(gateway.pid):.0f} MiB over the whole run"
             )
+
+        if "f" in args.parts:
+            flood(args, work, env)
 
         if "e" in args.parts:
             gateway.terminate()

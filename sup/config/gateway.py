@@ -21,8 +21,26 @@ class GatewaySettings(Section):
     sup_url: str | None = Field(None, description="how the gateway reaches SUP; default: in-cluster Service")
     token_file: str | None = Field(None, description="file with the gateway's API token (role gateway)")
     route_cache_seconds: float = Field(5, ge=0, le=300, description="how long one person's route is reused")
+    route_recheck_seconds: float = Field(
+        30, ge=1, le=3600, description="how often the routes of held tunnels are asked again"
+    )
     max_connections: int = Field(1000, ge=1, description="open connections per process before 'busy'")
     max_new_per_second: float = Field(100, gt=0, description="new connections per second per process")
+    max_connections_per_source: int = Field(
+        200, ge=1, description="open connections from one source address per process before 'busy'"
+    )
+    max_unauthenticated_per_source: int = Field(
+        50, ge=1, description="of them, connections not yet authenticated (in the login grace)"
+    )
+    max_new_per_second_per_source: float = Field(
+        20, gt=0, description="new connections per second from one source address per process"
+    )
+    new_burst_per_source: int = Field(
+        60, ge=1, description="new connections one source address may open at once (its bucket's size)"
+    )
+    source_ipv6_prefix: int = Field(
+        64, ge=32, le=128, description="IPv6 sources are counted by this network prefix (a host holds a /64)"
+    )
     max_sessions_per_person: int = Field(20, ge=1, description="tunnels one person may hold")
     max_auth_tries: int = Field(6, ge=1, le=100, description="keys tried per connection")
     login_grace_seconds: float = Field(30, gt=0, le=600, description="time to authenticate")

@@ -146,7 +146,7 @@ def post_heartbeat(ctx: GatewayToken, body: HeartbeatIn) -> Response:
 
 
 class EventIn(Body):
-    event: Literal["login", "refused"]
+    event: Literal["login", "refused", "cut"]  # cut: a held tunnel closed, its route gone
     username: str = Field(max_length=256, description="as the client sent it")
     fingerprint: str | None = Field(None, max_length=128)
     source: str = Field(max_length=64)
@@ -154,7 +154,7 @@ class EventIn(Body):
     pod: str | None = Field(None, max_length=64)
 
 
-@router.post("/events", status_code=204, summary="A login or refusal, into the audit log")
+@router.post("/events", status_code=204, summary="A login, refusal or cut tunnel, into the audit log")
 def post_event(ctx: GatewayToken, body: EventIn) -> Response:
     with ctx.transaction() as session:
         service.event(session, ctx.actor, body.model_dump(mode="json"))

@@ -1,10 +1,11 @@
 """`sup gateway`: the SSH jump host in front of the login pods (docs/ssh-gateway.md).
 
 routes.py      what SUP says a person may reach (GET /api/v1/gateway/routes/{username}), cached per person
-limits.py      admission (max_connections, max_new_per_second), tunnels per person, refusal events per source
+limits.py      admission (per process and per source address), tunnels per person, refusal events per source
 relay.py       a `direct-tcpip` channel relayed to a login pod's sshd, with flow control both ways
 texts.py       what a person sees: help on a session channel, banner, open failures, "gateway busy"
 connection.py  one SSH connection: publickey only, the route, channel opens
+recheck.py     held tunnels whose route is gone (suspended, left a group) are cut
 server.py      the listening gateway: host key, shared state, heartbeats, start and stop
 metrics.py     Prometheus metrics
 

@@ -18,7 +18,8 @@ import asyncssh
 
 from sup.domain.gateway import PodRoute
 from sup.gateway_server import metrics, texts
-from sup.gateway_server.limits import Verdict
+from sup.gateway_server.limits import Verdict, source_key
+from sup.gateway_server.recheck import HeldTunnel
 from sup.gateway_server.relay import Tunnel, connect_pod
 from sup.gateway_server.routes import NoRoute, PersonRoute, SupUnavailable
 
@@ -54,12 +55,27 @@ class HelpSession(asyncssh.SSHServerSession[str]):
         self._chan.exit(1)
 
 
+def disconnect_first(conn: asyncssh.SSHServerConnection, reason: str) -> None:
+    """Disconnect with `reason` sent before anything else. asyncssh's `disconnect()` closes the
+    channels first, and OpenSSH's `ssh -W` (the jump of `ssh -J`) exits at its channel's close
+    without reading further, so the person would never see why. This sends the message the way
+    asyncssh itself does for a DisconnectError raised while it handles a packet (the "busy"
+    refusal): the packet, then the connection closed at once."""
+    send = getattr(conn, "_send_disconnect", None)  # asyncssh 2.x; without it, the public way
+    if send is None:
+        conn.disconnect(asyncssh.DISC_BY_APPLICATION, reason)
+        return
+    send(asyncssh.DISC_BY_APPLICATION, reason, asyncssh.DEFAULT_LANG)
+    conn.abort()
+
+
 class GatewayConnection(asyncssh.SSHServer):
     def __init__(self, gateway: Gateway) -> None:
         self._gateway = gateway
         self._conn: asyncssh.SSHServerConnection | None = None
         self.source = "?"
         self._source_host = "?"
+        self._source_key = "?"
         self._verdict = Verdict.ADMIT
         self.username: str | None = None
         self._lookup: PersonRoute | NoRoute | None = None
@@ -76,7 +92,8 @@ class GatewayConnection(asyncssh.SSHServer):
         peer = conn.get_extra_info("peername") or ("?", 0)
         self._source_host = str(peer[0])
         self.source = f"{peer[0]}:{peer[1]}"
-        self._verdict = self._gateway.admission.arrive(time.monotonic())
+        self._source_key = source_key(self._source_host, self._gateway.settings.source_ipv6_prefix)
+        self._verdict = self._gateway.admission.arrive(self._source_key, time.monotonic())
         if self._verdict is Verdict.DROP:
             metrics.CONNECTIONS.labels("dropped").inc()
             conn.abort()
@@ -86,7 +103,7 @@ class GatewayConnection(asyncssh.SSHServer):
             return
         for tunnel in list(self._tunnels):  # also those whose channel never got confirmed
             tunnel.close()
-        self._gateway.admission.leave()
+        self._gateway.admission.leave(self._source_key, time.monotonic(), authenticated=self.authenticated)
         if self._verdict is Verdict.BUSY:
             return
         if not self.authenticated and self.username is not None:
@@ -133,6 +150,7 @@ class GatewayConnection(asyncssh.SSHServer):
 
     def auth_completed(self) -> None:
         self.authenticated = True
+        self._gateway.admission.authenticated(self._source_key)
         metrics.CONNECTIONS.labels("ok").inc()
         self._gateway.event("login", self, reason=None, pod=None)
 
@@ -194,17 +212,35 @@ class GatewayConnection(asyncssh.SSHServer):
         if woke:
             metrics.WAKE_SECONDS.observe(elapsed)
         ticket: int | None = None
+        held: HeldTunnel | None = None
 
         def closed() -> None:
             gateway.sessions.release(username)
             if ticket is not None:
                 gateway.tunnel_closed(ticket)
+            if held is not None:
+                gateway.recheck.release(held)
             self._tunnels.discard(tunnel)
 
         tunnel = Tunnel(side, closed)
         self._tunnels.add(tunnel)
         ticket = gateway.tunnel_opened(current, username, self.source, tunnel.buffered)
+        held = gateway.recheck.hold(
+            username, current.name, lambda reason: self._cut(tunnel, current.name, reason)
+        )
         return tunnel
+
+    def _cut(self, tunnel: Tunnel, pod: str, reason: str) -> None:
+        """SUP says this person may no longer reach `pod` (recheck.py): close the tunnel, and a
+        connection left with none is disconnected with a reason OpenSSH prints on the person's
+        terminal (nothing can be written into the tunnel: it carries their own SSH connection)."""
+        if tunnel not in self._tunnels:
+            return
+        metrics.CUTS.labels(reason).inc()
+        self._gateway.event("cut", self, reason=reason, pod=pod)
+        if self._tunnels == {tunnel} and self._conn is not None:
+            disconnect_first(self._conn, texts.access_removed(pod))
+        tunnel.close()
 
     async def _wake(self, pod: PodRoute, username: str) -> None:
         try:

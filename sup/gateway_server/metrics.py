@@ -10,6 +10,11 @@ CONNECTIONS = Counter(
     ["result"],
 )
 REFUSALS = Counter("sup_gateway_refusals_total", "Refused logins and tunnel opens, by reason", ["reason"])
+CUTS = Counter(
+    "sup_gateway_tunnels_cut_total",
+    "Held tunnels closed because SUP no longer routes the person to their pod, by SUP's reason",
+    ["reason"],
+)
 SESSIONS = Gauge("sup_gateway_sessions", "Tunnels to login pods open now")
 CONNECT_SECONDS = Histogram(
     "sup_gateway_connect_seconds",

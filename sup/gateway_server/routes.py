@@ -21,7 +21,7 @@ from urllib.parse import quote
 
 import httpx
 
-from sup.domain.gateway import PodRoute
+from sup.domain.gateway import PodRoute, RefusalReason
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +39,7 @@ def skip_absent_sniffio() -> None:
 MAX_USERNAME = 256  # longer names are not asked about: nobody has one
 BACKGROUND_CONNECTIONS = 20  # to SUP for events and heartbeats; lookups have a pool of their own
 CACHE_ENTRIES = 10_000  # a scan with many names must not grow the cache without bound
+SUP_REASONS = frozenset(reason.value for reason in RefusalReason)
 
 
 class SupUnavailable(Exception):
@@ -58,9 +59,12 @@ class PersonRoute:
 @dataclass(frozen=True)
 class NoRoute:
     """Nobody may pass as this username; `reason` (SUP's RefusalReason value) is for the audit call
-    and the metrics, never for the client."""
+    and the metrics, never for the client. `definite`: SUP itself said so (a 404 naming one of its
+    reasons); a 404 from anything else (a proxy, a wrong path) refuses a login all the same but never
+    cuts a held tunnel (recheck.py)."""
 
     reason: str
+    definite: bool = True
 
 
 Lookup = PersonRoute | NoRoute
@@ -150,10 +154,12 @@ class SupApi:
         response = await self._send("GET", f"/routes/{quote(username, safe='')}")
         if response.status_code == 404:
             try:
-                reason = str(response.json().get("reason") or "unknown")
-            except ValueError:
-                reason = "unknown"
-            return NoRoute(reason)
+                reason = response.json().get("reason")
+            except (ValueError, AttributeError):
+                reason = None
+            if reason in SUP_REASONS:
+                return NoRoute(str(reason))
+            return NoRoute("unknown", definite=False)
         return parse_route(_json(response, "routes"))
 
     async def wake(self, pod: PodRoute) -> None:

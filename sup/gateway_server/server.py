@@ -25,7 +25,8 @@ from sup.domain.gateway import PodRoute
 from sup.gateway_server import metrics
 from sup.gateway_server.connection import GatewayConnection
 from sup.gateway_server.idle_poll import IdlePoller
-from sup.gateway_server.limits import Admission, EventBudget, SessionCounts
+from sup.gateway_server.limits import Admission, EventBudget, SessionCounts, SourceLimits
+from sup.gateway_server.recheck import RouteRecheck
 from sup.gateway_server.routes import GatewayApi, RouteCache, SupUnavailable
 
 log = logging.getLogger(__name__)
@@ -75,7 +76,18 @@ class Gateway:
         self.address = address or template_address(settings.pod_address)
         self.replica = replica or f"{socket.gethostname()}-{os.getpid()}"
         self.routes = RouteCache(api.route, settings.route_cache_seconds)
-        self.admission = Admission(settings.max_connections, settings.max_new_per_second, time.monotonic())
+        self.recheck = RouteRecheck(self.routes.get)  # held tunnels whose route is gone are cut
+        self.admission = Admission(
+            settings.max_connections,
+            settings.max_new_per_second,
+            time.monotonic(),
+            SourceLimits(
+                settings.max_connections_per_source,
+                settings.max_unauthenticated_per_source,
+                settings.max_new_per_second_per_source,
+                settings.new_burst_per_source,
+            ),
+        )
         self.sessions = SessionCounts(settings.max_sessions_per_person)
         self.budget = EventBudget(REFUSED_EVENTS_PER_MINUTE)
         self.tunnels: dict[int, OpenTunnel] = {}
@@ -116,6 +128,7 @@ class Gateway:
         )
         self._heartbeat = asyncio.create_task(self._beat())
         self._polling = asyncio.create_task(self.idle.run(settings.heartbeat_seconds))
+        self.spawn(self.recheck.run(settings.route_recheck_seconds))  # cancelled by close()
         return int(self._acceptor.sockets[0].getsockname()[1])
 
     async def close(self) -> None:

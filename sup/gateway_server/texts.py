@@ -41,3 +41,10 @@ def cannot_wake() -> str:
 
 def too_many_sessions(limit: int) -> str:
     return f"you already hold {limit} sessions through the gateway; close one and try again"
+
+
+def access_removed(pod: str) -> str:
+    return (
+        f"your access to the login pod {printable(pod)} was removed; "
+        "its session through the gateway is closed"
+    )

@@ -244,3 +244,39 @@ def test_a_pod_whose_person_left_something_running_stays_awake_while_an_idle_one
         assert time.monotonic() < deadline, "alice's pod was never put to sleep once idle"
         site.reconcile_kube()
         time.sleep(0.5)
+
+
+def test_a_held_session_is_cut_when_the_person_is_suspended(
+    site: Site,
+    gateway: Callable[..., RunningGateway],
+    stand_in_pod: StandInPod,
+    alice: Person,
+    tmp_path: Path,
+) -> None:
+    """Access removed, sessions end: alice holds a shell through the gateway, an admin suspends her
+    in SUP, the gateway's next route recheck cuts the tunnel (OpenSSH prints why) and SUP's audit
+    log holds the cut."""
+    wait_until(lambda: site.replicas("alice") == 1, 60, "alice's login StatefulSet")
+    stand_in_pod.start()
+    running = gateway(route_cache_seconds=0.5, route_recheck_seconds=1)
+    client = SshClient(tmp_path, alice.key, running.port)
+    held = client.popen("-J", client.jump("alice"), "root@login", "echo ready; exec sleep 600")
+    try:
+        assert held.stdout is not None
+        assert held.stdout.readline() == "ready\n"
+
+        assert site.admin.patch("/api/v1/users/alice", json={"active": False}).status_code == 200
+
+        _, stderr = held.communicate(timeout=30)  # a guard against a hang: the bound is 1.5 s
+        assert held.returncode == 255
+        assert "your access to the login pod login was removed" in stderr
+        wait_until(lambda: any(e["action"] == "cut" for e in site.audit()), 60, "the cut in the audit log")
+        cut = [e for e in site.audit() if e["action"] == "cut"]
+        assert [(e["resource_name"], e["after"]["reason"], e["after"]["pod"]) for e in cut] == [
+            ("alice", "inactive", "login")
+        ]
+        assert running.tunnels() == 0
+    finally:
+        if held.poll() is None:
+            held.kill()
+        held.communicate()

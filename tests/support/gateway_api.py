@@ -29,6 +29,7 @@ class GatewayApiStandIn:
         self.awake: list[dict[str, Any]] = []  # what GET awake answers (pods with the reporter's port)
         self.on_wake: Callable[[dict[str, Any]], None] | None = None
         self.wake_status = 200
+        self.routes_status: int | None = None  # set: every routes call answers it, with no reason
         self.changed = threading.Condition()
         stand_in = self
 
@@ -69,6 +70,9 @@ class GatewayApiStandIn:
                     return
                 username = self.path[len(prefix) :]
                 stand_in.record(stand_in.route_calls, username)
+                if stand_in.routes_status is not None:  # SUP down, or a proxy's 404 in front of it
+                    self._answer(stand_in.routes_status, {"detail": "not SUP's answer"})
+                    return
                 route = stand_in.routes.get(username)
                 if route is None:
                     reason = stand_in.refusal_reasons.get(username, "unknown")

@@ -36,7 +36,7 @@ ROUTE = {"username": "alice", "fingerprints": ["SHA256:abc"], "pods": [POD]}
 
 def test_admission_busy_above_max_connections_and_drop_above_twice() -> None:
     gate = Admission(max_connections=2, max_new_per_second=1000, now=0)
-    assert [gate.arrive(0) for _ in range(5)] == [
+    assert [gate.arrive("a", 0) for _ in range(5)] == [
         Verdict.ADMIT,
         Verdict.ADMIT,
         Verdict.BUSY,
@@ -45,18 +45,18 @@ def test_admission_busy_above_max_connections_and_drop_above_twice() -> None:
     ]
     assert gate.open == 4  # a dropped connection is never counted (nor left)
     for _ in range(3):
-        gate.leave()
-    assert gate.arrive(0) is Verdict.ADMIT  # one admitted left open, so a place is free again
+        gate.leave("a", 0)
+    assert gate.arrive("a", 0) is Verdict.ADMIT  # one admitted left open, so a place is free again
 
 
 def test_admission_rate_refills_over_time() -> None:
     gate = Admission(max_connections=100, max_new_per_second=2, now=0)
-    assert [gate.arrive(0) for _ in range(3)] == [Verdict.ADMIT, Verdict.ADMIT, Verdict.BUSY]
-    assert gate.arrive(0.5) is Verdict.ADMIT  # one token back after half a second at 2/s
-    assert gate.arrive(0.5) is Verdict.BUSY
-    assert gate.arrive(10) is Verdict.ADMIT  # the bucket holds at most one second's worth
-    assert gate.arrive(10) is Verdict.ADMIT
-    assert gate.arrive(10) is Verdict.BUSY
+    assert [gate.arrive("a", 0) for _ in range(3)] == [Verdict.ADMIT, Verdict.ADMIT, Verdict.BUSY]
+    assert gate.arrive("a", 0.5) is Verdict.ADMIT  # one token back after half a second at 2/s
+    assert gate.arrive("a", 0.5) is Verdict.BUSY
+    assert gate.arrive("a", 10) is Verdict.ADMIT  # the bucket holds at most one second's worth
+    assert gate.arrive("a", 10) is Verdict.ADMIT
+    assert gate.arrive("a", 10) is Verdict.BUSY
 
 
 def test_sessions_per_person() -> None:
