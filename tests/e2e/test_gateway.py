@@ -227,8 +227,10 @@ def test_group_pod_many_sessions_kept_up_while_a_member_is_in_and_a_suspended_pe
     # alice holds a shell in the group's pod and is suspended: the gateway cuts it (its recheck, 1 s
     # here, then the route cache), and OpenSSH prints why
     hop = through["alice"]
+    talkative = tmp_path / "ssh_config-alice-info"  # the jump's "Received disconnect" is INFO
+    talkative.write_text(hop.config.read_text().replace("LogLevel ERROR", "LogLevel INFO"))
     cut = subprocess.Popen(
-        ["ssh", "-F", str(hop.config), "-J", hop.jump, "alice@physics", "cat >/dev/null"],
+        ["ssh", "-F", str(talkative), "-J", hop.jump, "alice@physics", "cat >/dev/null"],
         stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )  # fmt: skip
     try:
