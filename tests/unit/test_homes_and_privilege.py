@@ -131,9 +131,7 @@ _PATHS = st.lists(st.sampled_from(["a", "al", "alice", "b", "x", ".ssh"]), min_s
 
 
 @given(st.lists(st.tuples(st.sampled_from(["ann", "bo", "cy", "di"]), _PATHS), max_size=12), _PATHS)
-def test_the_index_finds_what_comparing_with_everyone_finds(
-    held: list[tuple[str, str]], home: str
-) -> None:
+def test_the_index_finds_what_comparing_with_everyone_finds(held: list[tuple[str, str]], home: str) -> None:
     """HomeIndex answers in O(depth) what `clash` answers by looking at every home."""
     index = HomeIndex(held)
     for exclude in (None, "ann"):
