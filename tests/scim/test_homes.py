@@ -3,9 +3,11 @@ one user's each."""
 
 from __future__ import annotations
 
+import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session, sessionmaker
 
+from sup.users import service as users_service
 from tests.api.helpers import row_counts
 from tests.scim.conftest import SCIM, SUP, USER_SCHEMA, assert_scim_error, create_user, patch_body, user_body
 
@@ -68,3 +70,17 @@ def test_a_home_inside_or_above_another_persons_is_a_uniqueness_error(
     assert row_counts(sessions) == before
     # /home/le is not inside /home/lee: paths are compared component by component.
     create_user(client, okta, "le", **_with_home("/home/le"))
+
+
+def test_a_home_taken_past_the_check_is_a_uniqueness_error_on_home_directory(
+    client: TestClient, okta: dict[str, str], sessions: sessionmaker[Session], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The store's unique index (migration 0009) is the backstop should a write get past the check: an
+    IdP gets 409 uniqueness on homeDirectory, not a 500 and not a second holder."""
+    create_user(client, okta, "lee")
+    before = row_counts(sessions)
+    monkeypatch.setattr(users_service, "check_home", lambda *args, **kwargs: None)
+    response = client.post(f"{SCIM}/Users", json=user_body("amy", **_with_home("/home/lee")), headers=okta)
+    error = assert_scim_error(response, 409, "uniqueness")
+    assert error["detail"] == f"{SUP}:homeDirectory: taken by a concurrent request"
+    assert row_counts(sessions) == before
