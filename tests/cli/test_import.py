@@ -409,7 +409,8 @@ def test_homes_inside_or_above_anothers_are_plan_problems(
         for fine in ("users[2]", "users[4]", "users[5]"):  # /home/ki is not inside /home/kim
             assert fine not in result.stderr, result.stderr
         with sessions() as session:
-            homes = {name: home for name, home in session.execute(select(User.username, User.home_directory))}
+            rows = session.execute(select(User.username, User.home_directory)).all()
+            homes = {row.username: row.home_directory for row in rows}
         assert homes == {"kim": "/home/kim", "cy": "/home/team/cy"}
 
 

@@ -116,7 +116,8 @@ def test_a_change_racing_a_create_cannot_nest_homes(
         )
         assert isinstance(refused, Conflict) and "of user 'bob'" in refused.message, refused
         with sessions() as session:
-            homes = {name: home for name, home in session.execute(select(User.username, User.home_directory))}
+            rows = session.execute(select(User.username, User.home_directory)).all()
+            homes = {row.username: row.home_directory for row in rows}
         assert homes == {"carol": "/home/carol", "bob": "/home/alice/x"}
     finally:
         engine.dispose()
