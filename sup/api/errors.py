@@ -101,7 +101,9 @@ def _message(error: dict[str, Any]) -> str:
     return re.sub(r"^(Value error|Assertion failed), ", "", message)
 
 
-# Unique constraints by name -> the field they guard (names follow the metadata's naming convention).
+# Unique constraints and unique indexes by name -> the field they guard (names follow the metadata's
+# naming convention; PostgreSQL names the index of a `unique=True, index=True` column, e.g.
+# ix_users_home_directory).
 def _constraint_fields() -> dict[str, str]:
     fields: dict[str, str] = {}
     for table in Base.metadata.tables.values():
@@ -109,6 +111,10 @@ def _constraint_fields() -> dict[str, str]:
             columns = [c.name for c in getattr(constraint, "columns", [])]
             if constraint.name and columns:
                 fields[str(constraint.name)] = columns[-1]
+        for index in table.indexes:
+            names = [c.name for c in index.columns]
+            if index.unique and index.name and names:
+                fields[str(index.name)] = names[-1]
     return fields
 
 

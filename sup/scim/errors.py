@@ -35,6 +35,7 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm.exc import StaleDataError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from sup.api.errors import integrity_field
 from sup.errors import (
     Conflict,
     FieldError,
@@ -93,6 +94,7 @@ SCIM_ATTRIBUTE_OF = {
     "given_name": "name.givenName",
     "family_name": "name.familyName",
     "external_id": "externalId",
+    "scim_user_name_key": "userName",  # its unique index, should a concurrent write take a userName
     "active": "active",
     "uid_number": "urn:ietf:params:scim:schemas:extension:sup:2.0:User:uidNumber",
     "primary_gid": "urn:ietf:params:scim:schemas:extension:sup:2.0:User:gidNumber",
@@ -146,6 +148,9 @@ def from_exception(exc: Exception) -> SCIMException:
         return from_sup_error(exc)
     if isinstance(exc, IntegrityError):
         # The services check first; reaching here means a concurrent write took the value.
+        field = integrity_field(exc)
+        if field is not None:
+            return UniquenessException(detail=f"{scim_attribute(field)}: taken by a concurrent request")
         return UniquenessException(detail="a value of this resource was taken by a concurrent request")
     if isinstance(exc, StaleDataError):
         return ConflictException(

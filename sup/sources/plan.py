@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 
 from sup.config import Settings
 from sup.domain.gids import private_gid_ranges, uid_ranges
-from sup.domain.homes import InvalidHome, check_home, home_root
+from sup.domain.homes import HomeIndex, InvalidHome, check_home, home_root
 from sup.domain.ownership import IMPORT_SOURCE, may_change, refusal
 from sup.domain.posix import InvalidName, check_groupname
 from sup.domain.privilege import refusal as refuse_privileged
@@ -259,10 +259,11 @@ def _check_users(session: Session, settings: Settings, doc: Document, current: C
 
 def _check_homes(settings: Settings, doc: Document, current: Current) -> list[Problem]:
     """The homes the file sets (and new users' default homes), as the users service checks them:
-    safe, below the home root, one user's each (sup/users/homes.py)."""
+    safe, below the home root, one user's each, none above or below another user's (sup/users/homes.py):
+    against the store and the records before, in O(depth) a home (sup/domain/homes.py, HomeIndex)."""
     found: list[Problem] = []
     root = home_root(settings.accounts.home_template)
-    owner = {u.values["home_directory"]: name for name, u in current.users.items()}
+    held = HomeIndex((name, u.values["home_directory"]) for name, u in current.users.items())
     for record in doc.users:
         name, stored = record.spec.username, current.users.get(record.spec.username)
         home = record.spec.home_directory if record.has("home_directory") else None
@@ -275,10 +276,11 @@ def _check_homes(settings: Settings, doc: Document, current: Current) -> list[Pr
         except InvalidHome as exc:
             found.append(_problem(record, "user", f"{home[:80]!r} {exc}", "home_directory"))
             continue
-        if owner.setdefault(home, name) != name:
-            found.append(
-                _problem(record, "user", f"{home!r} is already used by another user", "home_directory")
-            )
+        clash = held.clash(home, exclude=name)
+        if clash is not None:
+            found.append(_problem(record, "user", clash.message(), "home_directory"))
+            continue
+        held.add(name, home)
     return found
 
 

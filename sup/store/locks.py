@@ -16,10 +16,11 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from sqlalchemy import Engine, text
+from sqlalchemy.orm import Session
 
 from sup.common.locks import LockTimeout, file_lock
 
-__all__ = ["LockTimeout", "exclusive", "file_lock", "lock_key"]
+__all__ = ["LockTimeout", "exclusive", "file_lock", "lock_key", "transaction_lock"]
 
 _local_locks: dict[str, threading.Lock] = {}
 _local_guard = threading.Lock()
@@ -61,3 +62,14 @@ def exclusive(engine: Engine, name: str, timeout: float = 0.0, poll: float = 0.2
         return
     with file_lock(Path(f"{database}.{name}.lock"), timeout, poll, f"lock {name!r}"):
         yield
+
+
+def transaction_lock(session: Session, name: str) -> None:
+    """Hold lock `name` until `session`'s transaction ends (commit or rollback); wait for it.
+
+    PostgreSQL: a transaction-level advisory lock, so concurrent writers that check-then-write a
+    rule spanning rows (no two homes nested) do it one after another, each seeing what the one before
+    committed. SQLite needs nothing: every transaction there begins IMMEDIATE, one writer at a time.
+    """
+    if session.get_bind().dialect.name == "postgresql":
+        session.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": lock_key(name)})

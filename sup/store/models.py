@@ -39,6 +39,7 @@ NAMING_CONVENTION = {
 }
 
 JsonType = JSON().with_variant(JSONB(), "postgresql")
+HomePath = String(1024).with_variant(String(1024, collation="C"), "postgresql")
 # uid/gid numbers go up to 2^32-2: wider than a signed 32-bit INTEGER.
 IdNumber = BigInteger
 
@@ -96,7 +97,9 @@ class User(TimestampMixin, Base):
     uid_number: Mapped[int] = mapped_column(IdNumber, unique=True)
     primary_gid: Mapped[int] = mapped_column(IdNumber)
     login_shell: Mapped[str] = mapped_column(String(256))
-    home_directory: Mapped[str] = mapped_column(String(1024), index=True)  # one person per home
+    # One person per home (unique), and none above or below another's (sup/users/homes.py asks the
+    # index for a range of paths: byte order, so "C" on PostgreSQL whatever the database's locale).
+    home_directory: Mapped[str] = mapped_column(HomePath, index=True, unique=True)
     active: Mapped[bool] = mapped_column(Boolean, default=True)
     # When the user was last deactivated (None while active): the lifecycle's grace period runs from it.
     suspended_at: Mapped[datetime | None] = mapped_column(index=True)

@@ -366,6 +366,11 @@ def update_user(
     new_name = changes.pop("username", None)
     if new_name is not None and new_name != user.username:
         touched_groups |= _rename(session, settings, user, new_name)
+    # Before the ids: the homes lock is then taken before the id counters' locks, as in create_user,
+    # so a change and a create never wait for each other's lock in opposite orders.
+    home = changes.get("home_directory", user.home_directory)
+    if home != before["home_directory"]:  # changed, or moved by a rename
+        check_home(session, settings, home, user)
     if "uid_number" in changes:
         _change_uid(session, settings, user, changes.pop("uid_number"))
     if "primary_gid" in changes:
@@ -391,9 +396,6 @@ def update_user(
     if "active" in changes and changes["active"] != user.active:
         # The lifecycle's grace period (lifecycle.delete_after_days) runs from the suspension.
         user.suspended_at = None if changes["active"] else utcnow()
-    home = changes.get("home_directory", user.home_directory)
-    if home != before["home_directory"]:  # changed, or moved by a rename
-        check_home(session, settings, home, user)
     for field, value in changes.items():
         setattr(user, field, value)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine, delete
 from sqlalchemy.orm import Session, sessionmaker
@@ -10,6 +11,7 @@ from sup.app import create_app
 from sup.config import Settings
 from sup.store.models import OutboxMark
 from sup.store.outbox import pending
+from sup.users import service as users_service
 from tests.api.helpers import fields, row_counts
 from tests.support import keys
 
@@ -280,23 +282,22 @@ def test_a_home_belongs_to_one_user(
     client: TestClient, operator: dict[str, str], sessions: sessionmaker[Session]
 ) -> None:
     """Two users cannot share a home (a login pod mounts each member's volume at their home): a
-    chosen home, a default one, or one a rename moves, is refused when another user has it, without
-    saying who."""
+    chosen home, a default one, or one a rename moves, is refused when another user has it, saying
+    who (whoever may write a home may read every user's)."""
     assert client.post(USERS, json={"username": "kim"}, headers=operator).status_code == 201
     lee = client.post(USERS, json={"username": "lee", "home_directory": "/home/lee.w"}, headers=operator)
     assert lee.status_code == 201, lee.text
     before = row_counts(sessions)
-    for method, url, body in (
-        ("POST", USERS, {"username": "amy", "home_directory": "/home/kim"}),
-        ("PATCH", f"{USERS}/lee", {"home_directory": "/home/kim"}),
-        ("POST", USERS, {"username": "leew", "home_directory": "/home/lee.w"}),
+    for method, url, body, holder in (
+        ("POST", USERS, {"username": "amy", "home_directory": "/home/kim"}, "kim"),
+        ("PATCH", f"{USERS}/lee", {"home_directory": "/home/kim"}, "kim"),
+        ("POST", USERS, {"username": "leew", "home_directory": "/home/lee.w"}, "lee"),
     ):
         response = client.request(method, url, json=body, headers=operator)
         assert response.status_code == 409, response.text
         problem = response.json()
         assert fields(problem) == {"home_directory"}
-        assert "already used by another user" in problem["detail"]
-        assert "kim" not in problem["detail"].replace("/home/kim", "") and "'lee'" not in problem["detail"]
+        assert f"already used by another user ('{holder}')" in problem["detail"]
     assert row_counts(sessions) == before
     # A rename moves a default home: onto one another user has, it is refused.
     bo = client.post(USERS, json={"username": "bo", "home_directory": "/home/ann"}, headers=operator)
@@ -304,6 +305,53 @@ def test_a_home_belongs_to_one_user(
     renamed = client.patch(f"{USERS}/kim", json={"username": "ann"}, headers=operator)
     assert renamed.status_code == 409 and fields(renamed.json()) == {"home_directory"}
     assert client.get(f"{USERS}/kim", headers=operator).json()["home_directory"] == "/home/kim"
+
+
+def test_a_home_inside_or_above_another_persons_is_refused(
+    client: TestClient, operator: dict[str, str], sessions: sessionmaker[Session]
+) -> None:
+    """A group's login pod mounts every member's home at their home directory: bob's home inside
+    alice's would be mounted over her directory (issue 24). Refused on create, on PATCH and when a
+    rename moves a default home, with a 409 naming the person; nothing is written."""
+    for body in ({"username": "alice"}, {"username": "carol", "home_directory": "/home/team/carol"}):
+        assert client.post(USERS, json=body, headers=operator).status_code == 201
+    assert client.post(USERS, json={"username": "dan"}, headers=operator).status_code == 201
+    before = row_counts(sessions)
+    inside_alice = "lies inside the home '/home/alice' of user 'alice'"
+    above_carol = "contains the home '/home/team/carol' of user 'carol'"
+    for method, url, body, said in (
+        ("POST", USERS, {"username": "bob", "home_directory": "/home/alice/.ssh"}, inside_alice),
+        ("POST", USERS, {"username": "bob", "home_directory": "/home/team"}, above_carol),
+        ("POST", USERS, {"username": "team"}, f"'/home/team' {above_carol}"),
+        ("PATCH", f"{USERS}/dan", {"home_directory": "/home/alice/x/y"}, "of user 'alice'"),
+        ("PATCH", f"{USERS}/dan", {"home_directory": "/home/team"}, "of user 'carol'"),
+        ("PATCH", f"{USERS}/dan", {"username": "team"}, "of user 'carol'"),  # the rename moves /home/dan
+    ):
+        response = client.request(method, url, json=body, headers=operator)
+        assert response.status_code == 409, (body, response.text)
+        problem = response.json()
+        assert fields(problem) == {"home_directory"} and said in problem["detail"], problem
+        assert response.headers["content-type"].startswith("application/problem+json")
+    assert row_counts(sessions) == before
+    assert client.get(f"{USERS}/dan", headers=operator).json()["home_directory"] == "/home/dan"
+    # Component by component: /home/al is not inside /home/alice, and one's own home may go deeper.
+    assert client.post(USERS, json={"username": "al"}, headers=operator).status_code == 201
+    deeper = client.patch(f"{USERS}/alice", json={"home_directory": "/home/alice/home"}, headers=operator)
+    assert deeper.status_code == 200, deeper.text
+
+
+def test_a_home_taken_past_the_check_is_a_409_from_the_unique_index(
+    client: TestClient, operator: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The store holds one person per home on its own (a unique index, migration 0009): a write that
+    got past the service's check (a race the check lost) is a 409 on home_directory, not a 500 and
+    not a second holder."""
+    assert client.post(USERS, json={"username": "kim"}, headers=operator).status_code == 201
+    monkeypatch.setattr(users_service, "check_home", lambda *args, **kwargs: None)
+    response = client.post(USERS, json={"username": "amy", "home_directory": "/home/kim"}, headers=operator)
+    assert response.status_code == 409, response.text
+    assert fields(response.json()) == {"home_directory"}
+    assert client.get(f"{USERS}/amy", headers=operator).status_code == 404
 
 
 def test_homes_lie_below_the_home_root(settings: Settings, engine: Engine, operator: dict[str, str]) -> None:

@@ -377,6 +377,43 @@ def test_homes_are_checked_before_anything_is_written(
     assert set(_users(sessions)) == {"kim"}
 
 
+def test_homes_inside_or_above_anothers_are_plan_problems(
+    env: dict[str, str], settings: Settings, sessions: sessionmaker[Session], tmp_path: Path
+) -> None:
+    """Issue 24: a home inside another person's (or above it), in the store or earlier in the file,
+    is a problem of the plan naming the person; --dry-run and the import both write nothing."""
+    with sessions.begin() as session:
+        create_user(session, settings, ACTOR, UserCreate(username="kim"))
+        create_user(session, settings, ACTOR, UserCreate(username="cy", home_directory="/home/team/cy"))
+    doc = _write(
+        tmp_path,
+        "nested.yaml",
+        "users:\n"
+        "  - {username: bob, home_directory: /home/kim/.ssh}\n"
+        "  - {username: team}\n"
+        "  - {username: amy, home_directory: /home/nest}\n"
+        "  - {username: al, home_directory: /home/nest/al}\n"
+        "  - {username: ki, home_directory: /home/ki}\n"
+        "  - {username: kim, home_directory: /home/kim/deeper}\n",
+    )
+    expected = (
+        "users[0]: home_directory: '/home/kim/.ssh' lies inside the home '/home/kim' of user 'kim'",
+        "users[1]: home_directory: '/home/team' contains the home '/home/team/cy' of user 'cy'",
+        "users[3]: home_directory: '/home/nest/al' lies inside the home '/home/nest' of user 'amy'",
+    )
+    for args in (("--dry-run",), ()):
+        result = run_sup("import", str(doc), *args, env=env)
+        assert result.returncode == 5, result.stderr
+        for line in expected:
+            assert line in result.stderr, (line, result.stderr)
+        for fine in ("users[2]", "users[4]", "users[5]"):  # /home/ki is not inside /home/kim
+            assert fine not in result.stderr, result.stderr
+        with sessions() as session:
+            rows = session.execute(select(User.username, User.home_directory)).all()
+            homes = {row.username: row.home_directory for row in rows}
+        assert homes == {"kim": "/home/kim", "cy": "/home/team/cy"}
+
+
 def test_an_import_fills_privileged_groups_only_if_allowed(
     database_url: str, sessions: sessionmaker[Session], tmp_path: Path
 ) -> None:

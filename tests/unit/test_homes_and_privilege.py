@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sup.config import Settings
-from sup.domain.homes import InvalidHome, check_home, home_root
+from sup.domain.homes import HomeIndex, InvalidHome, ancestors, check_home, clash, home_root, relation
 from sup.domain.privilege import DEFAULT_WRITERS, may_write_privileged
 
 LDAP = {"url": "ldap://ldap.invalid", "bind_dn": "cn=sup", "bind_password": "x", "base_dn": "dc=x"}
@@ -82,6 +82,66 @@ def test_no_accepted_home_holds_whitespace_control_or_escapes_the_root(tail: str
     assert not any(c.isspace() or not c.isprintable() for c in path)
     assert ".." not in path.split("/") and "" not in path[1:].split("/")
     assert path.startswith("/home/")
+
+
+@pytest.mark.parametrize(
+    ("home", "other", "expected"),
+    [
+        ("/home/alice", "/home/alice", "same"),
+        ("/home/alice/.ssh", "/home/alice", "inside"),
+        ("/home/alice/x/y", "/home/alice", "inside"),
+        ("/home", "/home/alice", "contains"),
+        ("/home/alice", "/home/alice/x", "contains"),
+        ("/home/al", "/home/alice", None),  # component by component, not by characters
+        ("/home/alice", "/home/al", None),
+        ("/home/alice-x", "/home/alice", None),
+        ("/home/alice", "/home/bob", None),
+        ("/anything", "/", "inside"),
+    ],
+)
+def test_homes_nest_component_by_component(home: str, other: str, expected: str | None) -> None:
+    assert relation(home, other) == expected
+
+
+def test_ancestors_are_the_directories_above() -> None:
+    assert ancestors("/home/a/b") == ["/", "/home", "/home/a"]
+    assert ancestors("/home") == ["/"] and ancestors("/") == []
+
+
+def test_a_clash_names_the_person_and_how() -> None:
+    holders = [("alice", "/home/alice"), ("carol", "/home/carol/x")]
+    inside = clash("/home/alice/.ssh", holders)
+    assert inside is not None and inside.owner == "alice" and inside.relation == "inside"
+    assert inside.message() == (
+        "'/home/alice/.ssh' lies inside the home '/home/alice' of user 'alice' "
+        "(a group's login pod would mount one over the other)"
+    )
+    above = clash("/home/carol", holders)
+    assert above is not None and above.relation == "contains" and "'carol'" in above.message()
+    assert clash("/home/al", holders) is None
+    assert clash("/home/alice/x", holders, exclude="alice") is None  # one's own home moves freely
+    same = clash("/home/alice", [("bo", "/home/alice/x"), ("alice", "/home/alice")])
+    assert same is not None and same.relation == "same"  # the equal home is said first
+    assert "already used by another user ('alice')" in same.message()
+
+
+_PATHS = st.lists(st.sampled_from(["a", "al", "alice", "b", "x", ".ssh"]), min_size=1, max_size=4).map(
+    lambda parts: "/home/" + "/".join(parts)
+)
+
+
+@given(st.lists(st.tuples(st.sampled_from(["ann", "bo", "cy", "di"]), _PATHS), max_size=12), _PATHS)
+def test_the_index_finds_what_comparing_with_everyone_finds(held: list[tuple[str, str]], home: str) -> None:
+    """HomeIndex answers in O(depth) what `clash` answers by looking at every home."""
+    index = HomeIndex(held)
+    for exclude in (None, "ann"):
+        slow = clash(home, held, exclude)
+        fast = index.clash(home, exclude)
+        assert (slow is None) == (fast is None), (held, home, exclude)
+        if slow is not None and fast is not None:
+            assert fast.relation == relation(home, fast.their_home) and fast.owner != exclude
+            assert (fast.owner, fast.their_home) in held
+            assert (slow.relation == "same") == (fast.relation == "same")
 
 
 def test_privileged_group_writers() -> None:

@@ -203,3 +203,25 @@ def test_keys_over_a_persons_caps_are_reported_and_the_others_sync(store_url: st
         owners = set(session.scalars(select(User.username).join(SshKey, SshKey.user_id == User.id)))
         assert owners == {f"user{n:03d}" for n in range(3, 8)}
     engine.dispose()
+
+
+def test_a_pull_reports_a_home_inside_another_persons(store_url: str) -> None:
+    """Issue 24: a Keycloak user whose (default) home would contain another person's, or lie inside
+    it, is a reported error naming that person; the pull goes on with everyone else, batched."""
+    settings, engine, sessions = _store(store_url)
+    with sessions.begin() as session:
+        for name, home in (("bo", "/home/user001/x"), ("cy", "/home/cy")):
+            spec = UserCreate(username=name, home_directory=home)
+            create_user(session, settings, Actor(name="test", role="admin"), spec, "api")
+    realm = RealmSnapshot(
+        users={u.id: u for u in (_user(n) for n in range(6))}, groups={}, members={}, requests=1
+    )
+    report = full_sync(settings, engine, sessions, reader=FakeReader(realm))
+    assert [e for e in report.errors if "home" in e] == [
+        "user 'User001': home directory '/home/user001' contains the home '/home/user001/x' of user 'bo' "
+        "(a group's login pod would mount one over the other)"
+    ], report.errors
+    assert sorted(report.created) == ["user000", "user002", "user003", "user004", "user005"]
+    with sessions() as s:
+        assert s.scalar(select(User.home_directory).where(User.username == "bo")) == "/home/user001/x"
+    engine.dispose()
