@@ -49,6 +49,8 @@ def test_the_chart_renders_a_restricted_deployment_with_probes_and_secret_refere
         "Service",
         "Deployment",
         "Job",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
     }
 
     deployment = kinds["Deployment"]
@@ -554,3 +556,55 @@ def test_an_upgrade_that_would_move_the_target_namespace_is_refused(
             {"data": {"sup.yaml": f"kube:\n  namespace: {release}-users\n"}},
         )
     assert upgrade().returncode == 0
+
+
+def test_a_namespace_the_chart_does_not_create_must_enforce_pod_security(
+    helm_binary: str, kubeapi: KubeApiServer, release_namespace: str
+) -> None:
+    """SUP may create StatefulSets where it provisions; only the namespace's Pod Security label keeps
+    such a pod from running privileged. The chart labels the namespace it creates; one it does not
+    create (kube.createNamespace=false, or the release's own) is looked up at install and upgrade,
+    and a missing or weaker label refuses the install with the command that fixes it."""
+
+    def install(namespace: str, *settings: str) -> subprocess.CompletedProcess[str]:
+        args = ["template", f"sup-{uuid.uuid4().hex[:8]}", str(CHART), "--namespace", release_namespace]
+        args += ["--dry-run=server", "--kubeconfig", str(kubeapi.admin_kubeconfig)]
+        for setting in (f"kube.namespace={namespace}", "kube.createNamespace=false", *settings):
+            args += ["--set", setting]
+        return helm(helm_binary, *args)
+
+    absent = f"users-{uuid.uuid4().hex[:8]}"
+    result = install(absent)
+    assert result.returncode != 0
+    assert f'kube.namespace "{absent}" does not exist and kube.createNamespace is false' in result.stderr
+    for level, settings in [
+        (None, ()),
+        ("privileged", ()),
+        ("baseline", ()),  # baseline is for group pods only
+        ("privileged", ("kube.settings.group_pods={physics}",)),
+    ]:
+        namespace = kubeapi.new_namespace("users", pod_security=level)
+        result = install(namespace, *settings)
+        assert result.returncode != 0, (level, settings)
+        assert f'namespace "{namespace}" enforces Pod Security "{level or "nothing"}"' in result.stderr
+        needed = "baseline" if settings else "restricted"
+        assert f"pod-security.kubernetes.io/enforce={needed}" in result.stderr  # the fix, spelled out
+    for level, settings in [
+        ("restricted", ()),
+        ("baseline", ("kube.settings.group_pods={physics}",)),
+        ("restricted", ("kube.settings.group_pods={physics}",)),  # stricter is fine
+    ]:
+        namespace = kubeapi.new_namespace("users", pod_security=level)
+        result = install(namespace, *settings)
+        assert result.returncode == 0, result.stderr
+        assert "kind: Namespace" not in result.stdout  # looked up, not created
+    # the release's own namespace (explicitly allowed) is not the chart's either: checked the same way
+    unlabelled = kubeapi.new_namespace("sup-system", pod_security=None)
+    args = ["template", "sup", str(CHART), "--namespace", unlabelled, "--dry-run=server"]
+    args += ["--kubeconfig", str(kubeapi.admin_kubeconfig), "--set", f"kube.namespace={unlabelled}"]
+    result = helm(helm_binary, *args, "--set", "kube.allowReleaseNamespace=true")
+    assert result.returncode != 0 and "enforces Pod Security" in result.stderr
+    # without a cluster (plain `helm template`) nothing can be looked up: it renders, unchecked
+    assert "Namespace" not in _by_kind(
+        render(helm_binary, "sup-system", f"kube.namespace={absent}", "kube.createNamespace=false")
+    )
