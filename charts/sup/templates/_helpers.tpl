@@ -136,7 +136,13 @@ in-cluster Service), host_key_secret and the files the Secrets are mounted as fi
 {{- $section := deepCopy (default dict $gateway.settings) -}}
 {{- $url := printf "http://%s.%s.svc:%v" (include "sup.fullname" .) .Release.Namespace .Values.service.port -}}
 {{- $defaults := dict "sup_url" $url "host_key_secret" (required "gateway.hostKeySecret.name is required (a Secret holding the gateway's host key)" $gateway.hostKeySecret.name) "host_key_file" "/etc/sup/gateway/ssh_host_ed25519_key" "token_file" "/etc/sup/gateway-token/token" -}}
+{{- if $gateway.supCaSecret.name -}}
+{{- $_ := set $defaults "sup_ca_file" "/etc/sup/gateway-ca/ca.crt" -}}
+{{- end -}}
 {{- $section = merge $section $defaults -}}
+{{- if and $gateway.supCaSecret.name (not (hasPrefix "https://" $section.sup_url)) -}}
+{{- fail (printf "gateway.supCaSecret is set but gateway.settings.sup_url %q is not https://: point it at SUP's TLS endpoint (docs/ssh-gateway.md, \"TLS to SUP\")" $section.sup_url) -}}
+{{- end -}}
 {{- $keyDir := dir $section.host_key_file -}}
 {{- $tokenDir := dir $section.token_file -}}
 {{- if eq $keyDir $tokenDir -}}
