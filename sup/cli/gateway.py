@@ -10,6 +10,7 @@ import asyncio
 import logging
 import signal
 import socket
+import ssl
 import sys
 from pathlib import Path
 
@@ -47,6 +48,7 @@ def gateway(
     from sup import logs
     from sup.cli import workers as supervisor
     from sup.gateway_server import Gateway, SupApi
+    from sup.gateway_server.routes import tls_context
     from sup.gateway_server.server import read_host_key
 
     settings = settings_or_exit()
@@ -61,6 +63,11 @@ def gateway(
         fail(f"cannot read gateway.token_file {section.token_file}: {exc.strerror}", Exit.NOT_READY)
     if not token:
         fail(f"gateway.token_file {section.token_file} is empty", Exit.NOT_READY)
+    if section.sup_ca_file:
+        try:
+            tls_context(section.sup_ca_file)
+        except (OSError, ssl.SSLError) as exc:
+            fail(f"cannot read gateway.sup_ca_file {section.sup_ca_file}: {exc}", Exit.NOT_READY)
     try:
         host_key = read_host_key(section.host_key_file)
     except ValueError as exc:
@@ -87,10 +94,10 @@ def gateway(
             )
         )
     if section.metrics_port is not None:
-        start_http_server(section.metrics_port + worker, addr=section.listen_host)
+        start_http_server(section.metrics_port + worker, addr=section.metrics_host)
 
     async def run() -> None:
-        api = SupApi(section.sup_url or "", token)
+        api = SupApi(section.sup_url or "", token, ca_file=section.sup_ca_file)
         server = Gateway(section, api, host_key)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()

@@ -7,7 +7,7 @@ Absent (the default): there is no gateway and login pods never sleep, everything
 
 from __future__ import annotations
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from sup.common.sections import Section
 from sup.config.api import RateLimit
@@ -19,6 +19,11 @@ class GatewaySettings(Section):
         "sup-gateway-host-key", min_length=1, description="Secret holding ssh_host_ed25519_key"
     )
     sup_url: str | None = Field(None, description="how the gateway reaches SUP; default: in-cluster Service")
+    sup_ca_file: str | None = Field(
+        None,
+        min_length=1,
+        description="PEM CA bundle the gateway checks an https sup_url against; none: the usual CAs",
+    )
     token_file: str | None = Field(None, description="file with the gateway's API token (role gateway)")
     route_cache_seconds: float = Field(5, ge=0, le=300, description="how long one person's route is reused")
     route_recheck_seconds: float = Field(
@@ -85,6 +90,11 @@ class GatewaySettings(Section):
         le=65535,
         description="Prometheus /metrics port of `sup gateway`; none: no metrics endpoint",
     )
+    metrics_host: str = Field(
+        "127.0.0.1",
+        min_length=1,
+        description="address /metrics listens on; the chart sets the pod's IP (scraped over the pod network)",
+    )
 
     @field_validator("pod_address")
     @classmethod
@@ -97,6 +107,16 @@ class GatewaySettings(Section):
                 f"pod_address may use {{service}}, {{namespace}}, {{name}}, {{kind}} only: {exc}"
             ) from None
         return value
+
+    @model_validator(mode="after")
+    def _ca_file_needs_https(self) -> GatewaySettings:
+        """A CA bundle with a plain-HTTP sup_url would be ignored: the operator meant TLS."""
+        if self.sup_ca_file and self.sup_url and not self.sup_url.lower().startswith("https://"):
+            raise ValueError(
+                f"sup_ca_file is set but sup_url {self.sup_url!r} is not https://: "
+                "the token would go in clear"
+            )
+        return self
 
     @property
     def sleeps(self) -> bool:

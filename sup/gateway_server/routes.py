@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import logging
+import ssl
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -108,8 +109,15 @@ def parse_awake(body: Any) -> list[PodRoute]:
         raise SupUnavailable(f"awake answer malformed: {type(exc).__name__}") from None
 
 
+def tls_context(ca_file: str) -> ssl.SSLContext:
+    """How an https sup_url is checked with gateway.sup_ca_file (e.g. the in-cluster CA that signed
+    the certificate of SUP's TLS terminator): verified, chain and host name, against that CA only.
+    OSError or ssl.SSLError for a file that cannot be read or holds no certificate."""
+    return ssl.create_default_context(cafile=ca_file)
+
+
 class SupApi:
-    """SUP's gateway endpoints over HTTP, with a bearer token of role `gateway` (never logged)."""
+    """SUP's gateway endpoints over HTTP(S), with a bearer token of role `gateway` (never logged)."""
 
     def __init__(
         self,
@@ -118,6 +126,7 @@ class SupApi:
         *,
         timeout: float = 10,
         transport: httpx.AsyncBaseTransport | None = None,
+        ca_file: str | None = None,
     ) -> None:
         skip_absent_sniffio()
         options: dict[str, Any] = {
@@ -125,6 +134,7 @@ class SupApi:
             "headers": {"Authorization": f"Bearer {token}"},
             "timeout": timeout,
             "transport": transport,
+            "verify": tls_context(ca_file) if ca_file else True,  # True: httpx's CA bundle
         }
         # Two pools: route lookups and wakes (a person waits on them) never queue behind the audit
         # events and heartbeats posted in the background, of which a burst of logins to a slow SUP

@@ -504,6 +504,12 @@ def test_the_chart_installed_with_helm_runs_sup_which_provisions_a_person_who_lo
         )
         assert gateway.exec("python", "-c", CONNECT, login_ip, ssh_port).strip() == "connected"
         assert in_pod("python", "-c", CONNECT, login_ip, ssh_port).strip() == "refused"
+        # and the gateway's own (gateway.networkPolicy): out to SUP, the login pods and DNS only (it
+        # just used all three), not to the Kubernetes API or SUP's database, which SUP's pod reaches
+        database = (kube_cluster.pod_gateway, str(pod_database.server.port))
+        assert in_pod("python", "-c", CONNECT, *database).strip() == "connected"
+        assert gateway.exec("python", "-c", CONNECT, *database).strip() == "refused"
+        assert gateway.exec("python", "-c", CONNECT, KUBERNETES_SERVICE_IP, "443").strip() == "refused"
 
         # --- helm uninstall: SUP and its rights go, the users' namespace and the home stay
         result = helm(helm_binary, "uninstall", release, "--namespace", namespace, *kubeconfig, "--wait")

@@ -4,16 +4,22 @@ metrics on their own port, SIGTERM stops it."""
 from __future__ import annotations
 
 import signal
+import ssl
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
+from cryptography.x509.oid import NameOID
 
 from tests.gateway.conftest import Person
 from tests.support.cli import run_sup, sup_env, sup_executable
-from tests.support.gateway_api import TOKEN, GatewayApiStandIn
+from tests.support.gateway_api import TOKEN, GatewayApiStandIn, pod
+from tests.support.kubeapi import TestCa
 from tests.support.ports import free_port
 from tests.support.sshd import SshClient, StandInPod, wait_listening
 
@@ -123,3 +129,103 @@ def test_sup_gateway_workers_share_the_port(
         if gateway.poll() is None:
             gateway.kill()
             gateway.wait()
+
+
+def test_metrics_listen_on_loopback_unless_told_otherwise(
+    api: GatewayApiStandIn, host_key: Path, tmp_path: Path
+) -> None:
+    """ssh answers on every address by default (`listen_host` 0.0.0.0: people connect from outside);
+    /metrics, which says who is refused and how busy the gateway is, on loopback only. The chart sets
+    `metrics_host` to the pod's own address for Prometheus."""
+    for metrics_host, reachable, unreachable in [
+        (None, "127.0.0.1", "127.0.0.2"),
+        ("127.0.0.2", "127.0.0.2", "127.0.0.1"),
+    ]:
+        port, metrics_port = free_port(), free_port()
+        env = _env(api, host_key, tmp_path, port, metrics_port, workers=1)
+        del env["SUP_GATEWAY__LISTEN_HOST"]  # the default
+        if metrics_host is not None:
+            env["SUP_GATEWAY__METRICS_HOST"] = metrics_host
+        gateway = subprocess.Popen([sup_executable(), "gateway"], env=env, stderr=subprocess.DEVNULL)
+        try:
+            wait_listening(port, gateway)
+            assert httpx.get(f"http://{reachable}:{metrics_port}/metrics").status_code == 200
+            with pytest.raises(httpx.ConnectError):
+                httpx.get(f"http://{unreachable}:{metrics_port}/metrics")
+        finally:
+            gateway.kill()
+            gateway.wait()
+
+
+@pytest.fixture
+def tls_api(tmp_path: Path) -> Iterator[tuple[GatewayApiStandIn, Path]]:
+    """The stand-in SUP behind TLS: a certificate for 127.0.0.1 from a CA of its own (its file)."""
+    ca = TestCa()
+    cert, key = ca.issue(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "sup")]), server=True)
+    (tmp_path / "sup.pem").write_bytes(cert)
+    (tmp_path / "sup.key").write_bytes(key)
+    ca_file = tmp_path / "ca.pem"
+    ca_file.write_bytes(ca.cert.public_bytes(serialization.Encoding.PEM))
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(tmp_path / "sup.pem", tmp_path / "sup.key")
+    stand_in = GatewayApiStandIn(tls=context).start()
+    yield stand_in, ca_file
+    stand_in.stop()
+
+
+def test_the_gateway_reaches_sup_over_tls_checking_its_certificate(
+    tls_api: tuple[GatewayApiStandIn, Path],
+    alice: Person,
+    stand_in_pod: StandInPod,
+    host_key: Path,
+    tmp_path: Path,
+) -> None:
+    """SUP behind a TLS terminator: with `sup_ca_file` the gateway checks SUP's certificate against
+    that CA and logins work; without it (a CA the system does not know) nothing is sent, the token
+    included, and nobody passes."""
+    api, ca_file = tls_api
+    assert api.url.startswith("https://")
+    api.routes["alice"] = {
+        "username": "alice",
+        "fingerprints": [alice.fingerprint],
+        "pods": [pod("login", "alice", stand_in_pod.port)],
+    }
+    stand_in_pod.start()
+    for ca in (str(ca_file), None):
+        port, metrics_port = free_port(), free_port()
+        env = _env(api, host_key, tmp_path, port, metrics_port, workers=1)
+        if ca is not None:
+            env["SUP_GATEWAY__SUP_CA_FILE"] = ca
+        gateway = subprocess.Popen([sup_executable(), "gateway"], env=env, stderr=subprocess.DEVNULL)
+        try:
+            wait_listening(port, gateway)
+            result = SshClient(tmp_path, alice.key, port).ssh("alice", "login", "whoami")
+            if ca is not None:
+                assert result.returncode == 0, result.stderr
+                assert result.stdout == "root\n"
+                assert api.route_calls == ["alice"]
+            else:
+                assert result.returncode != 0
+                assert api.route_calls == ["alice"]  # not one more: the handshake failed, no request
+        finally:
+            gateway.kill()
+            gateway.wait()
+
+    # a CA bundle with a plain-HTTP URL, or one that cannot be read: refused at start, saying why
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN)
+    base = {"SUP_GATEWAY__TOKEN_FILE": str(token_file), "SUP_GATEWAY__HOST_KEY_FILE": str(host_key)}
+    plain = run_sup(
+        "gateway",
+        env=sup_env(**base, SUP_GATEWAY__SUP_URL="http://sup:8080", SUP_GATEWAY__SUP_CA_FILE=str(ca_file)),
+    )
+    assert plain.returncode != 0
+    assert "sup_ca_file is set but sup_url 'http://sup:8080' is not https://" in plain.stderr
+    missing = run_sup(
+        "gateway",
+        env=sup_env(
+            **base, SUP_GATEWAY__SUP_URL=api.url, SUP_GATEWAY__SUP_CA_FILE=str(tmp_path / "none.pem")
+        ),
+    )
+    assert missing.returncode == 6
+    assert f"cannot read gateway.sup_ca_file {tmp_path / 'none.pem'}" in missing.stderr

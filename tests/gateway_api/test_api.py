@@ -3,6 +3,7 @@ a token of role `gateway` may not do."""
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 
 import pytest
@@ -275,3 +276,34 @@ def test_a_stored_key_a_login_pod_leaves_out_is_no_key_at_the_gateway(
     response = client.get("/api/v1/gateway/routes/kim", headers=gateway)
     assert response.status_code == 200, response.text
     assert response.json()["fingerprints"] == [fingerprint(KIM_KEY)]
+
+
+@pytest.mark.usefixtures("world")
+def test_a_gateway_token_reads_one_persons_fingerprints_by_name_and_no_list_of_them(
+    client: TestClient, gateway: dict[str, str], admin: dict[str, str]
+) -> None:
+    """Every GET the app serves, asked with a gateway token: only the per-name routes lookup and the
+    awake pods answer among the API's paths, and no answer holds the fingerprint of anyone but the
+    person asked for (a stolen token does not dump the key list; it can ask name by name)."""
+    ann_key = keys.ed25519_key("ann@laptop")
+    assert (
+        client.post(
+            "/api/v1/users", json={"username": "ann", "ssh_public_keys": [ann_key]}, headers=admin
+        ).status_code
+        == 201
+    )
+    others = {fingerprint(ann_key)}
+    answered: dict[str, str] = {}
+    paths = client.get("/openapi.json").json()["paths"]  # every path the app routes, with its methods
+    assert "/api/v1/users" in paths and "/api/v1/gateway/awake" in paths
+    for template, methods in paths.items():
+        if "get" not in methods:
+            continue
+        response = client.get(re.sub(r"\{(\w+)(:path)?\}", "kim", template), headers=gateway)
+        if response.status_code < 300:
+            answered[template] = response.text
+    api = {path for path in answered if path.startswith("/api/")}  # SCIM's discovery is public
+    assert api == {"/api/v1/gateway/routes/{username}", "/api/v1/gateway/awake"}
+    assert fingerprint(KIM_KEY) in answered["/api/v1/gateway/routes/{username}"]
+    for path, body in answered.items():
+        assert not any(other in body for other in others), path

@@ -49,6 +49,8 @@ def test_the_chart_renders_a_restricted_deployment_with_probes_and_secret_refere
         "Service",
         "Deployment",
         "Job",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
     }
 
     deployment = kinds["Deployment"]
@@ -274,7 +276,10 @@ def test_the_gateway_runs_restricted_with_its_secrets_mounted_read_only(helm_bin
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
     assert ports == {"ssh": 2222, "metrics-0": 9102, "metrics-1": 9103}  # one metrics port per worker
     assert container["readinessProbe"]["tcpSocket"] == {"port": "ssh"}
-    assert [e["name"] for e in container["env"]] == ["SUP_CONFIG"]  # no secret in the environment
+    env = {e["name"]: e for e in container["env"]}
+    assert list(env) == ["SUP_CONFIG", "SUP_GATEWAY__METRICS_HOST"]  # no secret in the environment
+    # /metrics on the pod's own address (the setting's default is loopback), for Prometheus
+    assert env["SUP_GATEWAY__METRICS_HOST"]["valueFrom"] == {"fieldRef": {"fieldPath": "status.podIP"}}
 
     mounts = {m["name"]: m for m in container["volumeMounts"]}
     volumes = {v["name"]: v for v in pod["volumes"]}
@@ -437,6 +442,116 @@ def test_the_gateway_may_reach_every_login_pod_and_nothing_else_may_by_that_rule
     assert "NetworkPolicy" not in _gateway(render(helm_binary, "sup-system", GATEWAY, "kube.enabled=false"))
 
 
+def _pods_policy(objects: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The NetworkPolicy of the gateway's own pods (in the release's namespace)."""
+    return next(
+        (o for o in objects if o["kind"] == "NetworkPolicy" and o["metadata"]["name"] == "sup-gateway-pods"),
+        None,
+    )
+
+
+def _ports(rule: dict[str, Any]) -> list[tuple[str, int]]:
+    return [(p["protocol"], p["port"]) for p in rule["ports"]]
+
+
+def test_the_gateways_own_pods_take_ssh_and_reach_sup_login_pods_and_dns_only(helm_binary: str) -> None:
+    """The gateway faces the outside and holds a token that reads key fingerprints: in, ssh (from
+    anywhere unless the site names sources) and /metrics from the sources the site names (none by
+    default); out, SUP's API, the login pods' sshd and idle reporter, DNS, nothing else."""
+    objects = render(helm_binary, "sup-system", GATEWAY, "kube.settings.ssh_port=2200")
+    policy = _pods_policy(objects)
+    assert policy is not None and "namespace" not in policy["metadata"]  # the release's
+    spec = policy["spec"]
+    gateway_pod = _gateway(objects)["Deployment"]["spec"]["template"]["metadata"]["labels"]
+    (sup,) = [o for o in objects if o["kind"] == "Deployment" and o["metadata"]["name"] == "sup"]
+    sup_pod = sup["spec"]["template"]["metadata"]["labels"]
+    assert _selects(spec["podSelector"], gateway_pod) and not _selects(spec["podSelector"], sup_pod)
+    assert spec["policyTypes"] == ["Ingress", "Egress"]
+    (ssh,) = spec["ingress"]  # no rule for the metrics ports: nobody may scrape until the site says who
+    assert _ports(ssh) == [("TCP", 2222)] and "from" not in ssh  # people connect from anywhere
+    to_sup, to_pods, dns = spec["egress"]
+    (peer,) = to_sup["to"]
+    assert set(peer) == {"podSelector"}  # SUP's pods, in the gateway's own namespace
+    assert _selects(peer["podSelector"], sup_pod) and not _selects(peer["podSelector"], gateway_pod)
+    assert _ports(to_sup) == [("TCP", 8080)]
+    (peer,) = to_pods["to"]
+    assert peer["namespaceSelector"] == {"matchLabels": {"kubernetes.io/metadata.name": "sup-users"}}
+    for owner in (Owner("user", "alice"), Owner("group", "physics")):
+        assert _selects(peer["podSelector"], owner.pod_labels())
+    assert _ports(to_pods) == [("TCP", 2200), ("TCP", 9101)]
+    assert "to" not in dns and _ports(dns) == [("UDP", 53), ("TCP", 53)]
+
+    monitoring = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
+    office = {"ipBlock": {"cidr": "198.51.100.0/24"}}
+    objects = render(
+        helm_binary,
+        "sup-system",
+        GATEWAY,
+        "gateway.networkPolicy.metricsFrom[0].namespaceSelector.matchLabels.kubernetes\\.io/metadata\\.name=monitoring",
+        "gateway.networkPolicy.sshFrom[0].ipBlock.cidr=198.51.100.0/24",
+        "gateway.networkPolicy.extraEgress[0].ports[0].port=8443",
+        "kube.enabled=false",
+    )
+    policy = _pods_policy(objects)
+    assert policy is not None
+    ssh, metrics = policy["spec"]["ingress"]
+    assert ssh["from"] == [office]
+    assert metrics["from"] == [monitoring] and _ports(metrics) == [("TCP", 9102), ("TCP", 9103)]  # per worker
+    assert [rule["ports"] for rule in policy["spec"]["egress"]][1:] == [
+        [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}],  # no login pods without kube
+        [{"port": 8443}],
+    ]
+    assert (
+        _pods_policy(render(helm_binary, "sup-system", GATEWAY, "gateway.networkPolicy.enabled=false"))
+        is None
+    )
+
+
+def test_the_gateway_metrics_address_and_tls_to_sup_follow_the_values(
+    helm_binary: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    def gateway(*settings: str) -> tuple[dict[str, Any], dict[str, Any]]:
+        objects = render(helm_binary, "sup-system", GATEWAY, *settings)
+        return _gateway(objects)["Deployment"]["spec"]["template"]["spec"], _settings(objects, "sup-gateway")
+
+    for settings in (["gateway.settings.metrics_port=null"], ["gateway.settings.metrics_host=127.0.0.1"]):
+        pod, _ = gateway(*settings)  # no endpoint, or the site's own address: the chart sets none
+        assert [e["name"] for e in pod["containers"][0]["env"]] == ["SUP_CONFIG"], settings
+
+    pod, config = gateway(
+        "gateway.supCaSecret.name=sup-ca", "gateway.settings.sup_url=https://sup-tls.sup-system.svc:8443"
+    )
+    section = config["gateway"]
+    assert section["sup_ca_file"] == "/etc/sup/gateway-ca/ca.crt"
+    mounts = {m["name"]: m for m in pod["containers"][0]["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert mounts["sup-ca"] == {"name": "sup-ca", "mountPath": "/etc/sup/gateway-ca", "readOnly": True}
+    assert volumes["sup-ca"]["secret"] == {
+        "secretName": "sup-ca",
+        "items": [{"key": "ca.crt", "path": "ca.crt"}],
+    }
+    path = tmp_path / "sup.yaml"
+    path.write_text(yaml.safe_dump(config))
+    monkeypatch.setenv("SUP_CONFIG", str(path))
+    loaded = Settings().gateway
+    assert loaded is not None and loaded.sup_ca_file == "/etc/sup/gateway-ca/ca.crt"
+    assert loaded.sup_url == "https://sup-tls.sup-system.svc:8443"
+    # a CA for the plain-HTTP default URL would be ignored: refused
+    result = helm(
+        helm_binary,
+        "template",
+        "sup",
+        str(CHART),
+        "--set",
+        GATEWAY,
+        "--set",
+        "gateway.supCaSecret.name=sup-ca",
+    )
+    assert (
+        result.returncode != 0 and "gateway.supCaSecret is set but gateway.settings.sup_url" in result.stderr
+    )
+
+
 def test_bad_gateway_values_fail_with_a_message(helm_binary: str) -> None:
     for setting, message in [
         ("gateway.tokenSecret.name=", "gateway.tokenSecret.name is required"),
@@ -488,9 +603,10 @@ def test_the_rendered_chart_is_accepted_and_its_pods_meet_restricted(
     policies = [o for o in objects if o["kind"] == "NetworkPolicy"]
     with kubeapi.admin() as admin:
         apply_objects(admin, [o for o in objects if o["kind"] != "NetworkPolicy"], release_namespace)
-        for policy in policies:  # in the login namespace
+        for policy in policies:  # in the login namespace, and the gateway pods' own
             name = policy["metadata"]["name"]
-            url = f"{collection(policy['metadata']['namespace'], 'networkpolicies')}/{name}"
+            namespace = policy["metadata"].get("namespace", release_namespace)
+            url = f"{collection(namespace, 'networkpolicies')}/{name}"
             admin.apply(url, policy, manager="helm-test")
             assert admin.get(url) is not None
         assert admin.warnings == []  # Pod Security `warn` is restricted: nothing to say
@@ -554,3 +670,55 @@ def test_an_upgrade_that_would_move_the_target_namespace_is_refused(
             {"data": {"sup.yaml": f"kube:\n  namespace: {release}-users\n"}},
         )
     assert upgrade().returncode == 0
+
+
+def test_a_namespace_the_chart_does_not_create_must_enforce_pod_security(
+    helm_binary: str, kubeapi: KubeApiServer, release_namespace: str
+) -> None:
+    """SUP may create StatefulSets where it provisions; only the namespace's Pod Security label keeps
+    such a pod from running privileged. The chart labels the namespace it creates; one it does not
+    create (kube.createNamespace=false, or the release's own) is looked up at install and upgrade,
+    and a missing or weaker label refuses the install with the command that fixes it."""
+
+    def install(namespace: str, *settings: str) -> subprocess.CompletedProcess[str]:
+        args = ["template", f"sup-{uuid.uuid4().hex[:8]}", str(CHART), "--namespace", release_namespace]
+        args += ["--dry-run=server", "--kubeconfig", str(kubeapi.admin_kubeconfig)]
+        for setting in (f"kube.namespace={namespace}", "kube.createNamespace=false", *settings):
+            args += ["--set", setting]
+        return helm(helm_binary, *args)
+
+    absent = f"users-{uuid.uuid4().hex[:8]}"
+    result = install(absent)
+    assert result.returncode != 0
+    assert f'kube.namespace "{absent}" does not exist and kube.createNamespace is false' in result.stderr
+    for level, settings in [
+        (None, ()),
+        ("privileged", ()),
+        ("baseline", ()),  # baseline is for group pods only
+        ("privileged", ("kube.settings.group_pods={physics}",)),
+    ]:
+        namespace = kubeapi.new_namespace("users", pod_security=level)
+        result = install(namespace, *settings)
+        assert result.returncode != 0, (level, settings)
+        assert f'namespace "{namespace}" enforces Pod Security "{level or "nothing"}"' in result.stderr
+        needed = "baseline" if settings else "restricted"
+        assert f"pod-security.kubernetes.io/enforce={needed}" in result.stderr  # the fix, spelled out
+    for level, settings in [
+        ("restricted", ()),
+        ("baseline", ("kube.settings.group_pods={physics}",)),
+        ("restricted", ("kube.settings.group_pods={physics}",)),  # stricter is fine
+    ]:
+        namespace = kubeapi.new_namespace("users", pod_security=level)
+        result = install(namespace, *settings)
+        assert result.returncode == 0, result.stderr
+        assert "kind: Namespace" not in result.stdout  # looked up, not created
+    # the release's own namespace (explicitly allowed) is not the chart's either: checked the same way
+    unlabelled = kubeapi.new_namespace("sup-system", pod_security=None)
+    args = ["template", "sup", str(CHART), "--namespace", unlabelled, "--dry-run=server"]
+    args += ["--kubeconfig", str(kubeapi.admin_kubeconfig), "--set", f"kube.namespace={unlabelled}"]
+    result = helm(helm_binary, *args, "--set", "kube.allowReleaseNamespace=true")
+    assert result.returncode != 0 and "enforces Pod Security" in result.stderr
+    # without a cluster (plain `helm template`) nothing can be looked up: it renders, unchecked
+    assert "Namespace" not in _by_kind(
+        render(helm_binary, "sup-system", f"kube.namespace={absent}", "kube.createNamespace=false")
+    )

@@ -7,6 +7,7 @@ in test_contract.py, as for every target.)"""
 from __future__ import annotations
 
 import datetime
+import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -18,15 +19,23 @@ from tests.kube.stuck import login_pod, stuck_rollout
 from tests.support.helm import apply_objects, render
 from tests.support.kubeapi import ApiError, KubeApiServer, collection
 
+POLICY = ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
+
 
 def _install_rbac(
-    kubeapi: KubeApiServer, helm: str, target: str, tmp_path: Path, **role_change: Any
+    kubeapi: KubeApiServer,
+    helm: str,
+    target: str,
+    tmp_path: Path,
+    *settings: str,
+    **role_change: Any,
 ) -> tuple[Path, dict[str, Any]]:
-    """The chart's ServiceAccount, Role and RoleBinding in the API server (SUP in its own namespace,
-    the objects in `target`); returns a kubeconfig with a token of that ServiceAccount, and the Role."""
+    """The chart's ServiceAccount, Role and RoleBinding, and its admission policy on Services, in the
+    API server (SUP in its own namespace, the objects in `target`); returns a kubeconfig with a token
+    of that ServiceAccount, and the Role."""
     release = kubeapi.new_namespace("sup-system")
-    objects = render(helm, release, f"kube.namespace={target}")
-    rbac = [o for o in objects if o["kind"] in ("ServiceAccount", "Role", "RoleBinding")]
+    objects = render(helm, release, f"kube.namespace={target}", *settings)
+    rbac = [o for o in objects if o["kind"] in ("ServiceAccount", "Role", "RoleBinding", *POLICY)]
     (role,) = [o for o in rbac if o["kind"] == "Role"]
     if role_change:
         role.update(role_change)
@@ -211,3 +220,96 @@ def test_by_default_the_service_account_can_touch_nothing_in_the_release_namespa
         assert _status(lambda: sup.items(collection(users, "secrets"))) == 403
         assert _status(lambda: sup.merge_patch(f"/api/v1/namespaces/{users}", {"metadata": {"labels": {
             "pod-security.kubernetes.io/enforce": "privileged"}}})) == 403  # fmt: skip
+
+
+def _service(name: str, kind: str = "ClusterIP", **spec: Any) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name},
+        "spec": {
+            "type": kind,
+            "selector": {"app": name},
+            "ports": [{"port": 22, "targetPort": 2222}],
+            **spec,
+        },
+    }
+
+
+def _policy_live(sup: Any, namespace: str) -> None:
+    """Until the API server enforces the policy just created (its informer and type check take a
+    moment): a dry-run NodePort Service by SUP, refused once it does. A guard against a hang."""
+    deadline = time.monotonic() + 60
+    while (
+        _status(
+            lambda: sup.create(collection(namespace, "services"), _service("probe", "NodePort"), dryRun="All")
+        )
+        != 403
+    ):
+        assert time.monotonic() < deadline, "the chart's Service policy never refused SUP a NodePort Service"
+        time.sleep(0.2)
+
+
+def test_sup_may_create_only_the_service_types_the_site_configured(
+    kubeapi: KubeApiServer, helm_binary: str, tmp_path: Path
+) -> None:
+    """SUP's Role must create and patch the login pods' Services, and RBAC cannot see a Service's
+    type: the chart's ValidatingAdmissionPolicy refuses SUP's ServiceAccount (and only it) any type
+    but ClusterIP and kube.settings.service_type, and externalIPs whatever the settings."""
+    target = kubeapi.new_namespace("users")
+    kubeconfig, _ = _install_rbac(kubeapi, helm_binary, target, tmp_path)
+    token = kubeconfig.read_text().split("token: ")[1].split()[0]
+    services = collection(target, "services")
+    with kubeapi.as_token(token) as sup:
+        _policy_live(sup, target)
+        assert sup.create(services, _service("login-a"))["spec"]["type"] == "ClusterIP"  # what SUP makes
+        refused: dict[str, int] = {}
+        messages: list[str] = []
+        for what, body in {
+            "a NodePort": _service("np", "NodePort"),
+            "a LoadBalancer": _service("lb", "LoadBalancer"),
+            "externalIPs": _service("ext", externalIPs=["203.0.113.9"]),
+            "an ExternalName": {
+                "metadata": {"name": "en"},
+                "spec": {"type": "ExternalName", "externalName": "x.example"},
+            },
+        }.items():
+            try:
+                sup.create(services, body)
+                refused[what] = 201
+            except ApiError as exc:
+                refused[what] = exc.status
+                messages.append(exc.message)
+        assert refused == dict.fromkeys(refused, 403)
+        assert "SUP may not give a Service externalIPs" in " ".join(messages)
+        assert "SUP may create Services of type ClusterIP only" in " ".join(messages)
+        # nor turn the one it made into one (an update is checked as a create)
+        assert (
+            _status(lambda: sup.merge_patch(f"{services}/login-a", {"spec": {"type": "LoadBalancer"}})) == 403
+        )
+        assert (
+            _status(
+                lambda: sup.merge_patch(f"{services}/login-a", {"spec": {"externalIPs": ["203.0.113.9"]}})
+            )
+            == 403
+        )
+    with kubeapi.admin() as admin:  # anyone else is not matched: the site's own NodePort Services
+        assert admin.create(services, _service("site-np", "NodePort"))["spec"]["type"] == "NodePort"
+        assert admin.get(f"{services}/np") is None and admin.get(f"{services}/lb") is None
+
+    # a site whose login Services are NodePorts (kube.settings.service_type): those, never the rest
+    target = kubeapi.new_namespace("users")
+    kubeconfig, _ = _install_rbac(
+        kubeapi, helm_binary, target, tmp_path, "kube.settings.service_type=NodePort"
+    )
+    token = kubeconfig.read_text().split("token: ")[1].split()[0]
+    services = collection(target, "services")
+    with kubeapi.as_token(token) as sup:
+        deadline = time.monotonic() + 60  # the policy is live once it refuses a LoadBalancer
+        while _status(lambda: sup.create(services, _service("probe", "LoadBalancer"), dryRun="All")) != 403:
+            assert time.monotonic() < deadline, "the chart's Service policy never refused SUP a LoadBalancer"
+            time.sleep(0.2)
+        assert sup.create(services, _service("login-b", "NodePort"))["spec"]["type"] == "NodePort"
+        assert sup.create(services, _service("login-c"))["spec"]["type"] == "ClusterIP"
+        assert (
+            _status(lambda: sup.create(services, _service("ext", "NodePort", externalIPs=["203.0.113.9"])))
+            == 403
+        )

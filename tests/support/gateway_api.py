@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import ssl
 import sys
 import threading
 from collections.abc import Callable
@@ -19,7 +20,8 @@ TOKEN = "gateway-test-token"
 
 
 class GatewayApiStandIn:
-    def __init__(self) -> None:
+    def __init__(self, tls: ssl.SSLContext | None = None) -> None:
+        """`tls`: serve https with this server context (SUP behind a TLS terminator)."""
         self.routes: dict[str, dict[str, Any]] = {}
         self.refusal_reasons: dict[str, str] = {}
         self.route_calls: list[str] = []
@@ -111,7 +113,10 @@ class GatewayApiStandIn:
                     super().handle_error(request, client_address)
 
         self.server = Server(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        if tls is not None:
+            self.server.socket = tls.wrap_socket(self.server.socket, server_side=True)
+        scheme = "http" if tls is None else "https"
+        self.url = f"{scheme}://127.0.0.1:{self.server.server_address[1]}"
         self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
     def record(self, into: list[Any], item: Any) -> None:

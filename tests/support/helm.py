@@ -68,12 +68,21 @@ PLURAL = {
 }
 
 
+# the cluster-scoped kinds it renders, by their collection's path
+ADMISSION = "/apis/admissionregistration.k8s.io/v1"
+CLUSTER_SCOPED = {
+    "Namespace": "/api/v1/namespaces",
+    "ValidatingAdmissionPolicy": f"{ADMISSION}/validatingadmissionpolicies",
+    "ValidatingAdmissionPolicyBinding": f"{ADMISSION}/validatingadmissionpolicybindings",
+}
+
+
 def apply_objects(admin: Admin, objects: list[dict[str, Any]], namespace: str) -> None:
     """Server-side apply the rendered objects as `helm install -n namespace` would create them."""
     for item in objects:
         name = item["metadata"]["name"]
-        if item["kind"] == "Namespace":  # cluster-scoped
-            admin.apply(f"/api/v1/namespaces/{name}", item, manager="helm-test")
+        if item["kind"] in CLUSTER_SCOPED:
+            admin.apply(f"{CLUSTER_SCOPED[item['kind']]}/{name}", item, manager="helm-test")
             continue
         target = item["metadata"].get("namespace", namespace)
         admin.apply(f"{collection(target, PLURAL[item['kind']])}/{name}", item, manager="helm-test")

@@ -136,7 +136,13 @@ in-cluster Service), host_key_secret and the files the Secrets are mounted as fi
 {{- $section := deepCopy (default dict $gateway.settings) -}}
 {{- $url := printf "http://%s.%s.svc:%v" (include "sup.fullname" .) .Release.Namespace .Values.service.port -}}
 {{- $defaults := dict "sup_url" $url "host_key_secret" (required "gateway.hostKeySecret.name is required (a Secret holding the gateway's host key)" $gateway.hostKeySecret.name) "host_key_file" "/etc/sup/gateway/ssh_host_ed25519_key" "token_file" "/etc/sup/gateway-token/token" -}}
+{{- if $gateway.supCaSecret.name -}}
+{{- $_ := set $defaults "sup_ca_file" "/etc/sup/gateway-ca/ca.crt" -}}
+{{- end -}}
 {{- $section = merge $section $defaults -}}
+{{- if and $gateway.supCaSecret.name (not (hasPrefix "https://" $section.sup_url)) -}}
+{{- fail (printf "gateway.supCaSecret is set but gateway.settings.sup_url %q is not https://: point it at SUP's TLS endpoint (docs/ssh-gateway.md, \"TLS to SUP\")" $section.sup_url) -}}
+{{- end -}}
 {{- $keyDir := dir $section.host_key_file -}}
 {{- $tokenDir := dir $section.token_file -}}
 {{- if eq $keyDir $tokenDir -}}
@@ -158,4 +164,47 @@ in-cluster Service), host_key_secret and the files the Secrets are mounted as fi
 {{- $_ := set $config "log" (deepCopy .) -}}
 {{- end -}}
 {{- toYaml $config -}}
+{{- end -}}
+
+{{/* The Service types SUP's ServiceAccount may create (templates/service-policy.yaml): ClusterIP,
+and the type the site gave the login pods' Services (kube.settings.service_type). */}}
+{{- define "sup.loginServiceTypes" -}}
+{{- $type := (default dict .Values.kube.settings).service_type | default "ClusterIP" -}}
+{{- if not (has $type (list "ClusterIP" "NodePort" "LoadBalancer")) -}}
+{{- fail (printf "kube.settings.service_type %q: use ClusterIP, NodePort or LoadBalancer" $type) -}}
+{{- end -}}
+{{- toYaml (list "ClusterIP" $type | uniq) -}}
+{{- end -}}
+
+{{/* Whether the chart creates the target namespace (templates/namespace.yaml): not when told not
+to, and never the release's own. */}}
+{{- define "sup.createsNamespace" -}}
+{{- if and .Values.kube.enabled .Values.kube.createNamespace (ne (include "sup.targetNamespace" .) .Release.Namespace) -}}
+true
+{{- end -}}
+{{- end -}}
+
+{{/* A target namespace the chart does not create must exist and enforce Pod Security at the level
+the chart would set (restricted; baseline with group pods, where restricted is accepted too): SUP
+may create StatefulSets there, and only that label keeps such a pod from running privileged or
+mounting a node's path. An install or upgrade that finds it otherwise fails with what to run.
+`lookup` needs the cluster: under `helm template` (no cluster) it finds nothing, not even
+kube-system, and the check is skipped; `helm template --dry-run=server`, install and upgrade check. */}}
+{{- define "sup.checkNamespaceLabels" -}}
+{{- if and .Values.kube.enabled (not (include "sup.createsNamespace" .)) -}}
+{{- if lookup "v1" "Namespace" "" "kube-system" -}}
+{{- $name := include "sup.targetNamespace" . -}}
+{{- $level := include "sup.podSecurity" . -}}
+{{- $fix := printf "kubectl label --overwrite namespace %s pod-security.kubernetes.io/enforce=%s" $name $level -}}
+{{- $namespace := lookup "v1" "Namespace" "" $name -}}
+{{- if not $namespace -}}
+{{- fail (printf "kube.namespace %q does not exist and kube.createNamespace is false: create it with Pod Security enforced (kubectl create namespace %s && %s), or let the chart create it (kube.createNamespace=true)" $name $name $fix) -}}
+{{- end -}}
+{{- $enforce := dig "metadata" "labels" "pod-security.kubernetes.io/enforce" "" $namespace -}}
+{{- $accepted := ternary (list "restricted" "baseline") (list "restricted") (eq $level "baseline") -}}
+{{- if not (has $enforce $accepted) -}}
+{{- fail (printf "namespace %q enforces Pod Security %q; SUP provisions there and needs %s: %s (the chart does not create it, so it does not label it)" $name (default "nothing" $enforce) (join " or " $accepted) $fix) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
