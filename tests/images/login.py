@@ -107,15 +107,17 @@ class LoginPod:
         homes: Path,
         mounts: dict[str, Path] | None = None,
         env: dict[str, str] | None = None,
+        secrets: dict[str, Path] | None = None,
     ) -> None:
         """sshd as root with only the group template's capabilities, for the group's members; more
-        `mounts` (path -> host) and `env` (e.g. SUP_HOST_KEY_DIR)."""
+        `mounts` (path -> host), `secrets` (mounted read-only) and `env` (e.g. SUP_HOST_KEY_DIR)."""
         variables = {"SUP_GROUP": group, "SUP_GID": str(gid), "SUP_SSH_PORT": str(self.port), **(env or {})}
         command = self.chroot.command(
             _ENTRYPOINT,
             env=variables,
             capabilities=GROUP_POD_CAPABILITIES,
             mounts={"/home": homes, **(mounts or {})},
+            read_only_mounts=secrets,
         )
         self._start(command)
 

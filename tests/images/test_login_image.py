@@ -266,17 +266,19 @@ def test_group_pod_keeps_the_host_key_of_the_sites_secret_across_restarts(
     pod.write_maps([ALICE], {LAB[0]: (LAB[1], [ALICE])})
     pod.authorize(ALICE, key)
     secret = make_emptydir(tmp_path / "host-key", mode=0o755)
-    host_key = secret / "sup_login_host_ed25519_key"
+    data = make_emptydir(secret / "..2026_11_27_00_00_00.1", mode=0o755)  # as the kubelet lays it out
+    host_key = data / "sup_login_host_ed25519_key"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(host_key)], check=True)
     Path(f"{host_key}.pub").unlink()
     host_key.chmod(0o400)
-    secret.chmod(0o555)  # root there has no DAC_OVERRIDE: as read-only as the Secret's volume
-    kept = {"mounts": {"/etc/sup/host-key": secret}, "env": {"SUP_HOST_KEY_DIR": "/etc/sup/host-key"}}
+    (secret / "..data").symlink_to(data.name)
+    (secret / host_key.name).symlink_to(f"..data/{host_key.name}")
+    secrets, env = {"/etc/sup/host-key": secret}, {"SUP_HOST_KEY_DIR": "/etc/sup/host-key"}
 
-    pod.start_group(*LAB, make_emptydir(tmp_path / "homes-1"), **kept)
+    pod.start_group(*LAB, make_emptydir(tmp_path / "homes-1"), secrets=secrets, env=env)
     assert pod.ssh(ALICE, key, "true").returncode == 0  # known_hosts learns the key
     pod.stop()
-    pod.start_group(*LAB, make_emptydir(tmp_path / "homes-2"), **kept)
+    pod.start_group(*LAB, make_emptydir(tmp_path / "homes-2"), secrets=secrets, env=env)
     assert pod.ssh(ALICE, key, "true", strict="yes").returncode == 0
     pod.stop()
     pod.start_group(*LAB, make_emptydir(tmp_path / "homes-3"))  # no Secret: a key of its own

@@ -56,10 +56,11 @@ class Chroot:
         capabilities: Sequence[str] | None = None,
         mounts: Mapping[str, Path] | None = None,
         read_only: bool = False,
+        read_only_mounts: Mapping[str, Path] | None = None,
     ) -> list[str]:
         """The host command that runs `argv` in the image. `capabilities`: the only ones the program
         keeps (None: all of root's, for a uid 0 program); `read_only`: the image's files are
-        (readOnlyRootFilesystem), the mounts are not."""
+        (readOnlyRootFilesystem), the mounts are not; `read_only_mounts`: mounted read-only."""
         root = str(self.root)
         lines = ["set -e", f"mount --bind {shlex.quote(root)} {shlex.quote(root)}"]
         lines.append(f"mount --rbind /dev {shlex.quote(root + '/dev')}")
@@ -68,6 +69,11 @@ class Chroot:
             inside = self.root / target.lstrip("/")
             inside.mkdir(parents=True, exist_ok=True)
             lines.append(f"mount --bind {shlex.quote(str(source))} {shlex.quote(str(inside))}")
+        for target, source in (read_only_mounts or {}).items():  # as the kubelet mounts a Secret
+            inside = self.root / target.lstrip("/")
+            inside.mkdir(parents=True, exist_ok=True)
+            lines.append(f"mount --bind {shlex.quote(str(source))} {shlex.quote(str(inside))}")
+            lines.append(f"mount -o remount,bind,ro {shlex.quote(str(inside))}")
         if read_only:
             lines.append(f"mount -o remount,bind,ro {shlex.quote(root)}")
         prefix: list[str] = []
