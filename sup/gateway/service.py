@@ -107,6 +107,15 @@ def wake(session: Session, settings: Settings, pod: Route, now: datetime, actor:
     return was_asleep or wrote
 
 
+def used(session: Session, settings: Settings, pod: Route, now: datetime) -> bool:
+    """A tunnel opens to a pod the gateway was told is awake: stamp it in use now, so that a pass
+    cannot put it to sleep under the session just opened. False: it is asleep (a sleep won the race;
+    the gateway wakes it). Without sleep on this site pods are always awake and nothing is written."""
+    if settings.gateway is None or not settings.gateway.sleeps or settings.kube is None:
+        return True
+    return state.touch(session, pod, now)
+
+
 def event(session: Session, actor: Actor, body: dict[str, Any]) -> None:
     """A login or refusal the gateway saw, into the audit log (fingerprints only, never a key)."""
     after = {k: body.get(k) for k in ("fingerprint", "source", "reason", "pod")}
