@@ -180,6 +180,9 @@ class SupApi:
 
     async def heartbeat(self, body: dict[str, Any]) -> None:
         response = await self._send("POST", "/heartbeat", body, background=True)
+        if response.status_code == 422 and "used" in body:  # a SUP older than `used` (a rollout)
+            older = {key: value for key, value in body.items() if key != "used"}
+            response = await self._send("POST", "/heartbeat", older, background=True)
         if response.status_code >= 300:
             raise SupUnavailable(f"heartbeat answered {response.status_code}")
 

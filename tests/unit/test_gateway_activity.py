@@ -155,3 +155,26 @@ def test_an_open_is_told_to_sup_before_the_relay_and_an_asleep_answer_means_wake
 
     assert asyncio.run(run()) == [True, False, True, True, True]
     assert posted == [("/api/v1/gateway/used", {"kind": "user", "name": "alice"})] * 5
+
+
+def test_a_sup_older_than_used_gets_the_heartbeat_without_it() -> None:
+    """During a rollout the gateway may be newer than SUP, whose heartbeat refuses unknown fields."""
+    posted: list[dict[str, Any]] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        posted.append(body)
+        return httpx.Response(422 if "used" in body else 204, json={"detail": "extra field"})
+
+    async def run() -> None:
+        api = SupApi("http://sup.test", "secret-token", transport=httpx.MockTransport(answer))
+        try:
+            await api.heartbeat({"gateway": "gw-1", "sessions": [], "busy": [], "used": []})
+        finally:
+            await api.close()
+
+    asyncio.run(run())
+    assert posted == [
+        {"gateway": "gw-1", "sessions": [], "busy": [], "used": []},
+        {"gateway": "gw-1", "sessions": [], "busy": []},
+    ]
