@@ -112,9 +112,9 @@ def stamp_used(session: Session, used: Iterable[tuple[Route, datetime]], now: da
         at = min(at, now)
         latest[pod] = max(at, latest.get(pod, at))
     for row in _locked(session, latest):
-        at = latest.get(_route(row))
-        if at is not None and row.awake and (row.last_activity is None or row.last_activity < at):
-            row.last_activity = at
+        when = latest.get(_route(row))
+        if when is not None and row.awake and (row.last_activity is None or row.last_activity < when):
+            row.last_activity = when
 
 
 @dataclass(frozen=True)

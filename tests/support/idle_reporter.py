@@ -124,9 +124,9 @@ class IdleReporter:
 
     def stop_persons_processes(self) -> None:
         """Kill the person's processes (the sleep inside; nsenter, outside, then exits)."""
-        for pid in self._orphans:
+        for orphan in self._orphans:
             with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+                os.kill(orphan, signal.SIGKILL)
         self._orphans.clear()
         for nsenter in self._person:
             children = Path(f"/proc/{nsenter.pid}/task/{nsenter.pid}/children")
