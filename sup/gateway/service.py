@@ -1,5 +1,5 @@
-"""What the SSH gateway asks of SUP (docs/ssh-gateway.md): a person's route, a wake, a heartbeat,
-an audit event; and who is connected, for people.
+"""What the SSH gateway asks of SUP (docs/ssh-gateway.md): a person's route, a wake, a tunnel's use
+of an awake pod, a heartbeat, an audit event; and who is connected, for people.
 
 The answers are built from the store as the desired state and the Kubernetes target see it
 (`sup.users.gateway.gateway_person`, `kube.login_groups`, `kube.group_pods`), so the gateway routes
