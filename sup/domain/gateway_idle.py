@@ -12,6 +12,12 @@ busy one (a crashed reporter must not cost someone their tmux), but only for `ma
 after the wake, when that is set. A heartbeat older than `stale_after` heartbeat intervals is
 ignored: that replica is gone and its connections with it. Group pods need nothing special: a
 session of any member is a session to the group's pod.
+
+Sleep fails safe: while no replica has reported within `stale_after` intervals (no gateway runs, it
+cannot reach SUP, or every replica restarts at once), SUP knows neither the open sessions nor what
+the reporters say, so nothing sleeps and every awake pod counts as in use. Once a replica reports
+again, a pod sleeps only after `idle_seconds` more without use: long enough for the gateway to ask
+its reporter, so a tmux that kept it busy before the outage still does.
 """
 
 from __future__ import annotations
@@ -63,6 +69,9 @@ def decide(
     states: Iterable[PodState], heartbeats: Iterable[Heartbeat], now: datetime, policy: IdlePolicy
 ) -> IdleDecision:
     live = [b for b in heartbeats if now - b.at <= timedelta(seconds=STALE_AFTER * policy.heartbeat_seconds)]
+    states = list(states)
+    if not live:  # no gateway reports: blind, so nothing sleeps and the awake count as in use
+        return IdleDecision(in_use=frozenset(s.pod for s in states if s.awake), sleep=frozenset())
     in_use = {pod for beat in live for pod, count in beat.sessions.items() if count > 0}
     in_use |= {pod for beat in live for pod in beat.busy}
     silent = {pod for beat in live for pod in beat.silent}

@@ -5,6 +5,7 @@ the clock, and written to the wake state in one transaction before the pass rend
 Runs only when `gateway.idle_seconds` is set and the Kubernetes target is on. A login pod SUP sees
 for the first time gets a row, awake and in use now: turning the setting on, or a new person, does
 not stop a running pod before `idle_seconds` have passed. Rows of pods that no longer exist go.
+While no gateway replica reports, nothing sleeps and the awake pods are stamped in use (`decide`).
 """
 
 from __future__ import annotations

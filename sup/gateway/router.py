@@ -123,10 +123,23 @@ class BusyIn(Body):
     busy: bool | None = Field(description="the idle reporter's answer; null: no answer")
 
 
+class UsedIn(Body):
+    kind: Kind
+    name: Name
+    at: AwareDatetime = Field(
+        description="when a tunnel of this replica to the pod last opened or closed, or now if one is open"
+    )
+
+
 class HeartbeatIn(Body):
     gateway: str = Field(min_length=1, max_length=128, description="the reporting replica's id")
     sessions: list[SessionIn] = Field(default_factory=list, max_length=100_000)
     busy: list[BusyIn] = Field(default_factory=list, max_length=100_000)
+    used: list[UsedIn] = Field(
+        default_factory=list,
+        max_length=100_000,
+        description="pods in use since the last heartbeat (absent from older gateways)",
+    )
 
 
 @router.post("/heartbeat", status_code=204, summary="A gateway replica's open sessions and busy pods")
@@ -141,8 +154,20 @@ def post_heartbeat(ctx: GatewayToken, body: HeartbeatIn) -> Response:
             [b.model_dump(mode="json") for b in body.busy],
             utcnow(),
             interval,
+            [(Route(u.kind, u.name), u.at) for u in body.used],
         )
     return Response(status_code=204)
+
+
+class UsedOut(BaseModel):
+    awake: bool = Field(description="false: the pod was put to sleep meanwhile, POST wake")
+
+
+@router.post("/used", response_model=UsedOut, summary="A tunnel opens to an awake login pod: in use now")
+def post_used(ctx: GatewayToken, body: WakeIn) -> UsedOut:
+    with ctx.transaction() as session:
+        awake = service.used(session, ctx.settings, Route(body.kind, body.name), utcnow())
+    return UsedOut(awake=awake)
 
 
 class EventIn(Body):

@@ -1,5 +1,5 @@
-"""What the SSH gateway asks of SUP (docs/ssh-gateway.md): a person's route, a wake, a heartbeat,
-an audit event; and who is connected, for people.
+"""What the SSH gateway asks of SUP (docs/ssh-gateway.md): a person's route, a wake, a tunnel's use
+of an awake pod, a heartbeat, an audit event; and who is connected, for people.
 
 The answers are built from the store as the desired state and the Kubernetes target see it
 (`sup.users.gateway.gateway_person`, `kube.login_groups`, `kube.group_pods`), so the gateway routes
@@ -105,6 +105,15 @@ def wake(session: Session, settings: Settings, pod: Route, now: datetime, actor:
         metrics.WAKES.labels(pod.kind).inc()
         record(session, actor, "wake", "gateway", f"{pod.kind}/{pod.name}", after={"scaled": wrote})
     return was_asleep or wrote
+
+
+def used(session: Session, settings: Settings, pod: Route, now: datetime) -> bool:
+    """A tunnel opens to a pod the gateway was told is awake: stamp it in use now, so that a pass
+    cannot put it to sleep under the session just opened. False: it is asleep (a sleep won the race;
+    the gateway wakes it). Without sleep on this site pods are always awake and nothing is written."""
+    if settings.gateway is None or not settings.gateway.sleeps or settings.kube is None:
+        return True
+    return state.touch(session, pod, now)
 
 
 def event(session: Session, actor: Actor, body: dict[str, Any]) -> None:

@@ -54,7 +54,7 @@ def is_awake(session: Session, pod: Route) -> bool:
 def _locked(session: Session, pods: Iterable[Route] | None = None) -> list[LoginWake]:
     """Rows (all, or those of `pods`), locked for this transaction on PostgreSQL: a wake and the
     sleep step that both change one row are serialized (SQLite serializes writers anyway)."""
-    query = select(LoginWake)
+    query = select(LoginWake).order_by(LoginWake.kind, LoginWake.name)  # one lock order for all
     if pods is not None:
         wanted = list(pods)
         if not wanted:
@@ -87,6 +87,36 @@ def wake(session: Session, pod: Route, now: datetime) -> bool:
     return was_asleep
 
 
+def touch(session: Session, pod: Route, now: datetime) -> bool:
+    """A tunnel opens to `pod`, which the gateway's route called awake: in use now. False when the
+    row says asleep (a sleep committed since the route was read; the gateway wakes it then). A pod
+    without a row is awake and gets none here (the pass makes rows, for pods SUP keeps)."""
+    rows = [r for r in _locked(session, [pod]) if _route(r) == pod]
+    if not rows:
+        return True
+    row = rows[0]
+    if not row.awake:
+        return False
+    if row.last_activity is None or row.last_activity < now:
+        row.last_activity = now
+    return True
+
+
+def stamp_used(session: Session, used: Iterable[tuple[Route, datetime]], now: datetime) -> None:
+    """A heartbeat's `used`: each awake pod's last_activity moves to when a tunnel of that replica
+    last opened, closed or was held (never back, never past SUP's own clock: a gateway whose clock
+    runs ahead cannot keep pods up). An asleep pod stays asleep: only a wake wakes. The rows are
+    locked as the sleep step locks them (`_locked`: the database's order), so the two never deadlock."""
+    latest: dict[Route, datetime] = {}
+    for pod, at in used:
+        at = min(at, now)
+        latest[pod] = max(at, latest.get(pod, at))
+    for row in _locked(session, latest):
+        when = latest.get(_route(row))
+        if when is not None and row.awake and (row.last_activity is None or row.last_activity < when):
+            row.last_activity = when
+
+
 @dataclass(frozen=True)
 class LiveSession:
     """One open session a gateway replica reported."""
@@ -106,8 +136,11 @@ def record_heartbeat(
     busy: Sequence[dict[str, Any]],
     now: datetime,
     heartbeat_seconds: float,
+    used: Sequence[tuple[Route, datetime]] = (),
 ) -> None:
-    """Replace `replica`'s report; forget replicas silent for `FORGET_AFTER` intervals."""
+    """Replace `replica`'s report, stamp the pods it used (`stamp_used`); forget replicas silent for
+    `FORGET_AFTER` intervals."""
+    stamp_used(session, used, now)
     row = session.get(GatewayHeartbeat, replica)
     if row is None:
         session.add(GatewayHeartbeat(replica=replica, at=now, sessions=list(sessions), busy=list(busy)))

@@ -18,6 +18,7 @@ import asyncssh
 
 from sup.domain.gateway import PodRoute
 from sup.gateway_server import metrics, texts
+from sup.gateway_server.activity import in_use
 from sup.gateway_server.limits import Verdict, source_key
 from sup.gateway_server.recheck import HeldTunnel
 from sup.gateway_server.relay import Tunnel, connect_pod
@@ -189,7 +190,8 @@ class GatewayConnection(asyncssh.SSHServer):
             current = await self._current(pod, username)
             deadline = started + timeout
             host, port = gateway.address(current)
-            woke = not current.awake
+            # awake: SUP stamps it in use before the relay starts (or says a sleep came first)
+            woke = not current.awake or not await in_use(gateway.api, current)
             if woke:
                 await self._wake(current, username)
                 side = await connect_pod(host, port, deadline, timeout)

@@ -74,6 +74,7 @@ Lookup = PersonRoute | NoRoute
 class GatewayApi(Protocol):
     async def route(self, username: str) -> Lookup: ...
     async def wake(self, pod: PodRoute) -> None: ...
+    async def used(self, pod: PodRoute) -> bool: ...
     async def event(self, body: dict[str, Any]) -> None: ...
     async def heartbeat(self, body: dict[str, Any]) -> None: ...
     async def awake(self) -> list[PodRoute]: ...
@@ -177,6 +178,17 @@ class SupApi:
         if response.status_code != 200:
             raise SupUnavailable(f"wake answered {response.status_code}")
 
+    async def used(self, pod: PodRoute) -> bool:
+        """SUP stamps the pod in use; False if it is asleep. An older SUP without the endpoint (404):
+        True, as before it (the heartbeat's `used` still tells it)."""
+        response = await self._send("POST", "/used", {"kind": pod.kind, "name": pod.owner})
+        if response.status_code == 404:
+            return True
+        body = _json(response, "used")
+        if not isinstance(body, dict) or not isinstance(body.get("awake"), bool):
+            raise SupUnavailable("used answer malformed")
+        return bool(body["awake"])
+
     async def event(self, body: dict[str, Any]) -> None:
         response = await self._send("POST", "/events", body, background=True)
         if response.status_code >= 300:
@@ -184,6 +196,9 @@ class SupApi:
 
     async def heartbeat(self, body: dict[str, Any]) -> None:
         response = await self._send("POST", "/heartbeat", body, background=True)
+        if response.status_code == 422 and "used" in body:  # a SUP older than `used` (a rollout)
+            older = {key: value for key, value in body.items() if key != "used"}
+            response = await self._send("POST", "/heartbeat", older, background=True)
         if response.status_code >= 300:
             raise SupUnavailable(f"heartbeat answered {response.status_code}")
 

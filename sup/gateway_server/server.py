@@ -23,6 +23,7 @@ import asyncssh
 from sup.config.gateway import GatewaySettings
 from sup.domain.gateway import PodRoute
 from sup.gateway_server import metrics
+from sup.gateway_server.activity import Activity, used_body
 from sup.gateway_server.connection import GatewayConnection
 from sup.gateway_server.idle_poll import IdlePoller
 from sup.gateway_server.limits import Admission, EventBudget, SessionCounts, SourceLimits
@@ -91,6 +92,7 @@ class Gateway:
         self.sessions = SessionCounts(settings.max_sessions_per_person)
         self.budget = EventBudget(REFUSED_EVENTS_PER_MINUTE)
         self.tunnels: dict[int, OpenTunnel] = {}
+        self.activity = Activity()  # tunnel opens and closes for the heartbeat's `used`
         self._host_key = host_key
         self._ids = itertools.count()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -146,7 +148,9 @@ class Gateway:
 
     def tunnel_opened(self, pod: PodRoute, username: str, source: str, buffered: Callable[[], int]) -> int:
         ticket = next(self._ids)
-        self.tunnels[ticket] = OpenTunnel(pod, username, source, dt.datetime.now(dt.UTC), buffered)
+        now = dt.datetime.now(dt.UTC)
+        self.tunnels[ticket] = OpenTunnel(pod, username, source, now, buffered)
+        self.activity.note((pod.kind, pod.owner), now)
         metrics.SESSIONS.inc()
         return ticket
 
@@ -159,8 +163,10 @@ class Gateway:
         return sum(tunnel.buffered() for tunnel in self.tunnels.values())
 
     def tunnel_closed(self, ticket: int) -> None:
-        if self.tunnels.pop(ticket, None) is not None:
+        tunnel = self.tunnels.pop(ticket, None)
+        if tunnel is not None:
             metrics.SESSIONS.dec()
+            self.activity.note((tunnel.pod.kind, tunnel.pod.owner), dt.datetime.now(dt.UTC))
 
     def event(self, kind: str, connection: GatewayConnection, *, reason: str | None, pod: str | None) -> None:
         """Post a login or refusal to SUP's audit log, in the background (a slow SUP never holds a
@@ -188,7 +194,11 @@ class Gateway:
 
     # -- heartbeats --------------------------------------------------------------------------------
 
-    def heartbeat_body(self) -> dict[str, Any]:
+    def used_report(self) -> dict[tuple[str, str], dt.datetime]:
+        """The pods this replica used since SUP's last accepted heartbeat (activity.py)."""
+        return self.activity.report(self.held_pods(), dt.datetime.now(dt.UTC))
+
+    def heartbeat_body(self, used: dict[tuple[str, str], dt.datetime] | None = None) -> dict[str, Any]:
         return {
             "gateway": self.replica,
             "sessions": [
@@ -202,12 +212,15 @@ class Gateway:
                 for tunnel in self.tunnels.values()
             ],
             "busy": self.idle.busy(),  # what the idle reporters of the pods near sleep said
+            "used": used_body(self.used_report() if used is None else used),
         }
 
     async def _beat(self) -> None:
         while True:
+            used = self.used_report()
             try:
-                await self.api.heartbeat(self.heartbeat_body())
+                await self.api.heartbeat(self.heartbeat_body(used))
+                self.activity.delivered(used)
             except SupUnavailable as exc:
                 log.warning("heartbeat not delivered: %s", exc)
             await asyncio.sleep(self.settings.heartbeat_seconds)

@@ -5,7 +5,12 @@ by "the person" is what a tmux or a nohup job would be in the login container.""
 
 from __future__ import annotations
 
+import contextlib
+import socket
+import threading
+from collections import Counter
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,6 +20,7 @@ from tests.support.gateway_api import GatewayApiStandIn, pod
 from tests.support.gateway_runner import RunningGateway
 from tests.support.idle_reporter import IdleReporter, ReporterUnavailable
 from tests.support.ports import free_port
+from tests.support.sshd import SshdUnavailable, StandInPod
 
 
 @pytest.fixture
@@ -78,3 +84,49 @@ def test_only_the_pods_sup_names_are_asked(
     api.wait_for(_reported(api, [{"kind": "user", "name": "alice", "busy": True}]), timeout=30)
     api.awake = []  # alice's pod was stamped in use: no longer near sleep
     api.wait_for(_reported(api, []), timeout=30)
+
+
+@pytest.fixture
+def reporter_beside_sshd(tmp_path: Path, openssh: None) -> Iterator[tuple[IdleReporter, int]]:
+    """The reporter in a namespace whose PID 1 is a real sshd, as in a login pod; and sshd's port."""
+    try:
+        pod = StandInPod(tmp_path / "pod", free_port(), [])
+        running = IdleReporter(sshd_config=pod.config).start()
+    except (ReporterUnavailable, SshdUnavailable) as exc:
+        pytest.skip(str(exc))
+    yield running, pod.port
+    running.stop()
+
+
+def test_the_readiness_probes_connections_to_sshd_are_nobodys_and_an_orphaned_job_is_the_persons(
+    reporter_beside_sshd: tuple[IdleReporter, int],
+) -> None:
+    """A TCP probe's connection to sshd (connect, close: kubelet's readiness probe every few seconds)
+    makes a child of sshd's listener that lives a few ms, and before it takes a title of its own
+    (`sshd: [accepted]`) it is a copy of the listener, then sshd re-executing itself, and it exits
+    with no command line left: none of that is the person's. Probes back to back, 300 asks: never
+    busy (the field saw 2 busy answers in ~115 polls; here, before, most answers were). A job the
+    person left running, reparented to sshd's listener when its session closed, still counts."""
+    reporter, sshd_port = reporter_beside_sshd
+    stop = threading.Event()
+
+    def probe() -> None:
+        while not stop.is_set():
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", sshd_port), timeout=5):
+                pass
+
+    probes = [threading.Thread(target=probe) for _ in range(2)]
+    for thread in probes:
+        thread.start()
+    try:
+        assert Counter(reporter.ask() for _ in range(300)) == {0: 300}
+        reporter.run_as_person(orphan=True)  # `nohup job &`, then logout
+        assert Counter(reporter.ask() for _ in range(50)) == {1: 50}
+        # a process of the person's named like sshd's is still theirs unless sshd's listener is its
+        # parent: only a child of PID 1 in one of those forms is taken for a probe's
+        reporter.run_as_person(title="/usr/sbin/sshd")
+        assert Counter(reporter.ask() for _ in range(50)) == {2: 50}
+    finally:
+        stop.set()
+        for thread in probes:
+            thread.join()

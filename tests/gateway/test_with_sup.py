@@ -12,9 +12,11 @@ one sleeps."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -62,20 +64,36 @@ class Site:
             time.sleep(0.5)
         assert applied.status_code == 200, applied.text
 
+    def gateway_reports(self) -> None:
+        """An empty heartbeat, as a gateway replica with nobody connected sends: SUP puts pods to
+        sleep only while some replica reports."""
+        body = {"gateway": "test-replica", "sessions": [], "busy": []}
+        headers = {"Authorization": f"Bearer {self.gateway_token}"}
+        with httpx.Client(base_url=self.server.url, headers=headers, timeout=60) as client:
+            assert client.post("/api/v1/gateway/heartbeat", json=body).status_code == 204
+
     def audit(self) -> list[dict[str, Any]]:
-        response = self.admin.get("/api/v1/audit", params={"resource_type": "gateway", "limit": 100})
+        response = self.admin.get("/api/v1/audit", params={"resource_type": "gateway", "limit": 500})
         response.raise_for_status()
         items: list[dict[str, Any]] = response.json()["items"]
         return items
 
 
 @pytest.fixture
-def site(tmp_path: Path, kubeapi: KubeApiServer, alice: Person, bob: Person) -> Iterator[Site]:
+def idle_settings(request: pytest.FixtureRequest) -> dict[str, Any]:
+    """The site's `gateway.idle_seconds` and `heartbeat_seconds` (a test may parametrize them)."""
+    return dict(getattr(request, "param", {"idle_seconds": 1, "heartbeat_seconds": 1}))
+
+
+@pytest.fixture
+def site(
+    tmp_path: Path, kubeapi: KubeApiServer, alice: Person, bob: Person, idle_settings: dict[str, Any]
+) -> Iterator[Site]:
     namespace = kubeapi.new_namespace("gw")
     config = {
         "database_url": f"sqlite:///{tmp_path / 'sup.db'}",
         "kube": {"namespace": namespace, "kubeconfig": str(kubeapi.admin_kubeconfig)},
-        "gateway": {"idle_seconds": 1, "heartbeat_seconds": 1, "idle_port": IDLE_PORT},
+        "gateway": {**idle_settings, "idle_port": IDLE_PORT},
     }
     (tmp_path / "sup.yaml").write_text(yaml.safe_dump(config))
     env = sup_env(SUP_CONFIG=str(tmp_path / "sup.yaml"))
@@ -177,10 +195,14 @@ def test_an_idle_pod_sleeps_and_the_next_connection_wakes_it(
 ) -> None:
     wait_until(lambda: site.replicas("alice") == 1, 60, "alice's login StatefulSet")
     # A full pass first sees the pods (in use from then on), the next one after idle_seconds (1)
-    # with nobody connected puts them to sleep.
-    for _ in range(2):
-        site.reconcile_kube()
+    # with nobody connected (a gateway replica reporting no session) puts them to sleep.
+    site.reconcile_kube()
+    deadline = time.monotonic() + 60
+    while site.replicas("alice") != 0 or site.replicas("bob") != 0:
+        assert time.monotonic() < deadline, "the idle pods were never put to sleep"
         time.sleep(1.5)
+        site.gateway_reports()
+        site.reconcile_kube()
     assert site.replicas("alice") == 0
     assert site.replicas("bob") == 0
     stand_in_pod.start()
@@ -280,3 +302,76 @@ def test_a_held_session_is_cut_when_the_person_is_suspended(
         if held.poll() is None:
             held.kill()
         held.communicate()
+
+
+IDLE, HEARTBEAT, GAP = 8, 3, 4  # the next test's idle_seconds, heartbeat_seconds, gap between sessions
+
+
+@pytest.mark.parametrize(
+    "idle_settings", [{"idle_seconds": IDLE, "heartbeat_seconds": HEARTBEAT}], indirect=True
+)
+def test_short_sessions_a_few_seconds_apart_keep_the_pod_awake_and_it_sleeps_idle_seconds_after(
+    site: Site,
+    gateway: Callable[..., RunningGateway],
+    stand_in_pod: StandInPod,
+    reporters: dict[str, IdleReporter],
+    alice: Person,
+    tmp_path: Path,
+) -> None:
+    """Someone runs a short command every 4 s (each session shorter than the heartbeat interval, 3 s,
+    so mostly in no heartbeat's sessions; idle_seconds 8) while SUP's passes run every 0.25 s: their
+    pod is never put to sleep (before, it was within seconds). Once they stop, it sleeps, and not
+    before idle_seconds after their last login."""
+    wait_until(lambda: site.replicas("alice") == 1, 60, "alice's login StatefulSet")
+    stand_in_pod.start()
+    running = gateway(reporters=reporters)  # alice's reporter: nothing of hers runs (idle)
+    site.reconcile_kube()  # first sight: in use now
+    stop = threading.Event()
+    passes = 0
+    failed: list[BaseException] = []
+
+    def passes_back_to_back() -> None:
+        """A pass every 0.25 s (more would meet api.rate_limit, 20 writes per second)."""
+        nonlocal passes
+        try:
+            while not stop.wait(0.25):
+                site.reconcile_kube()
+                passes += 1
+        except BaseException as exc:  # reported by the test, not lost in the thread
+            failed.append(exc)
+
+    passing = threading.Thread(target=passes_back_to_back)
+    passing.start()
+    client = SshClient(tmp_path, alice.key, running.port)
+    sessions = 0
+    try:
+        end = time.monotonic() + 40
+        while time.monotonic() < end:
+            landed = client.ssh("alice", "login", "true")
+            assert landed.returncode == 0, landed.stderr
+            sessions += 1
+            time.sleep(GAP)
+    finally:
+        stop.set()
+        passing.join()
+    assert failed == []
+    slept = [e for e in site.audit() if e["action"] == "sleep" and e["resource_name"] == "user/alice"]
+    assert slept == [], f"alice's pod was put to sleep while she used it: {slept}"
+    assert site.replicas("alice") == 1
+    assert sessions >= 6 and passes >= 40, (sessions, passes)  # the passes did run meanwhile
+
+    deadline = time.monotonic() + 60
+    while site.replicas("alice") != 0:
+        assert time.monotonic() < deadline, "alice's pod never slept once she stopped"
+        site.reconcile_kube()
+        time.sleep(0.5)
+    audit = site.audit()
+    logins = [_at(e) for e in audit if e["action"] == "login" and e["resource_name"] == "alice"]
+    [sleep] = [_at(e) for e in audit if e["action"] == "sleep" and e["resource_name"] == "user/alice"]
+    assert len(logins) == sessions
+    # idle_seconds after her last session, within a heartbeat and the login event's own delay
+    assert sleep - max(logins) >= timedelta(seconds=IDLE - 2), (max(logins), sleep)
+
+
+def _at(entry: dict[str, Any]) -> datetime:
+    return datetime.fromisoformat(entry["at"])

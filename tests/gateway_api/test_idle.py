@@ -125,3 +125,35 @@ def test_two_first_wakes_at_once_both_succeed(
     with sessions() as session:
         row = session.get(LoginWake, ("user", "kim"))
         assert row is not None and row.awake and row.last_activity == now
+
+
+def test_nothing_sleeps_while_no_gateway_reports(settings: Settings, sessions: sessionmaker[Session]) -> None:
+    """No gateway replica has reported within three heartbeats (none runs, or it cannot reach SUP):
+    SUP does not know who is connected or what runs in the pods, so it puts none to sleep, and
+    gives each awake pod idle_seconds from the pass (its reporter is asked before they are over)."""
+    with sessions.begin() as session:
+        idle.sleep_idle(session, settings, DESIRED, utcnow(), ACTOR)  # first sight: rows, awake
+    kim, saul, physics = Route("user", "kim"), Route("user", "saul"), Route("group", "physics")
+    for replica_said in (None, timedelta(seconds=46)):  # never, then a report three intervals old
+        for pod in (kim, saul, physics):
+            _age(sessions, pod, hours=2)
+        if replica_said is not None:
+            with sessions.begin() as session:
+                state.record_heartbeat(session, "gw-a", [], [], utcnow() - replica_said, 15)
+        now = utcnow()
+        with sessions.begin() as session:
+            decision = idle.sleep_idle(session, settings, DESIRED, now, ACTOR)
+        assert decision is not None and decision.sleep == frozenset()
+        assert _rows(sessions) == {kim: True, saul: True, physics: True}
+        with sessions() as session:
+            assert {r.last_activity for r in session.scalars(select(LoginWake))} == {now}
+
+    # a replica reports again (nobody connected, nothing running): idle pods sleep again
+    for pod in (kim, saul, physics):
+        _age(sessions, pod, hours=2)
+    with sessions.begin() as session:
+        state.record_heartbeat(session, "gw-a", [], [], utcnow(), 15)
+    with sessions.begin() as session:
+        decision = idle.sleep_idle(session, settings, DESIRED, utcnow(), ACTOR)
+    assert decision is not None and decision.sleep == {kim, saul, physics}
+    assert _rows(sessions) == {kim: False, saul: False, physics: False}

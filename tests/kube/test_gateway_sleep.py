@@ -8,11 +8,13 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
+from sqlalchemy import select
+
 from sup.config import GatewaySettings
 from sup.domain.gateway import Route
-from sup.gateway import service
+from sup.gateway import service, state
 from sup.store.audit import Actor
-from sup.store.models import LoginWake, utcnow
+from sup.store.models import AuditEntry, LoginWake, utcnow
 from tests.kube.site import Site
 
 GATEWAY = Actor(name="gateway-token", role="gateway")
@@ -31,6 +33,13 @@ def _idle_since(site: Site, kind: str, name: str, hours: float) -> None:
         row.last_activity = utcnow() - timedelta(hours=hours)
 
 
+def _gateway_reports(site: Site, ago: float = 0) -> None:
+    """A gateway replica's heartbeat, `ago` seconds old: nobody connected, no reporter answers. SUP
+    puts pods to sleep only while some replica reports (docs/ssh-gateway.md, "Scale to zero")."""
+    with site.sessions.begin() as session:
+        state.record_heartbeat(session, "gw-test", [], [], utcnow() - timedelta(seconds=ago), 15)
+
+
 def _wake(site: Site, kind: str, name: str) -> bool:
     with site.sessions.begin() as session:
         return service.wake(session, site.settings, Route(kind, name), utcnow(), GATEWAY)  # type: ignore[arg-type]
@@ -47,6 +56,7 @@ def test_an_idle_pod_sleeps_a_wake_brings_it_back_at_once_and_the_home_stays(sit
     assert home is not None
 
     _idle_since(site, "user", "kim", hours=2)
+    _gateway_reports(site)
     result = site.converge()  # and the pass after it writes nothing
     assert [(c.action, c.kind, c.name) for c in result.changes] == [("update", "workload", "login-kim")]
     assert _replicas(site, "login-kim") == 0 and _replicas(site, "login-saul") == 1
@@ -62,6 +72,7 @@ def test_an_idle_pod_sleeps_a_wake_brings_it_back_at_once_and_the_home_stays(sit
 
     # asleep again, and woken again: the field goes back and forth between the pass and the wake
     _idle_since(site, "user", "kim", hours=2)
+    _gateway_reports(site)
     site.converge()
     assert _replicas(site, "login-kim") == 0
     assert _wake(site, "user", "kim") is True and _replicas(site, "login-kim") == 1
@@ -72,6 +83,33 @@ def test_an_idle_pod_sleeps_a_wake_brings_it_back_at_once_and_the_home_stays(sit
     assert after is not None
     assert after["metadata"]["uid"] == home["metadata"]["uid"]
     assert after["metadata"]["resourceVersion"] == home["metadata"]["resourceVersion"]
+
+
+def test_no_pod_sleeps_while_no_gateway_reports_and_idle_ones_sleep_once_one_does(site: Site) -> None:
+    """Without a live heartbeat SUP cannot see sessions or tmux: a pass puts nothing to sleep (no
+    gateway running, or its last report older than three heartbeats), and counts the awake pods
+    as in use; once a replica reports, a pod idle for idle_seconds sleeps again."""
+    site.settings = site.settings.model_copy(update={"gateway": GatewaySettings(idle_seconds=3600)})
+    site.add_user("kim")
+    site.converge()
+    for stale in (None, 46.0):  # no gateway ever reported; then its report is 46 s old (3 x 15 s)
+        _idle_since(site, "user", "kim", hours=2)
+        if stale is not None:
+            _gateway_reports(site, ago=stale)
+        assert site.reconcile().changes == []
+        assert _replicas(site, "login-kim") == 1
+        with site.sessions() as session:
+            row = session.get(LoginWake, ("user", "kim"))
+            assert row is not None and row.awake
+            assert row.last_activity is not None and utcnow() - row.last_activity < timedelta(minutes=5)
+    with site.sessions() as session:
+        assert session.scalars(select(AuditEntry).where(AuditEntry.action == "sleep")).all() == []
+
+    _idle_since(site, "user", "kim", hours=2)
+    _gateway_reports(site)
+    result = site.converge()
+    assert [(c.action, c.kind, c.name) for c in result.changes] == [("update", "workload", "login-kim")]
+    assert _replicas(site, "login-kim") == 0
 
 
 def test_without_idle_seconds_pods_never_sleep(site: Site) -> None:

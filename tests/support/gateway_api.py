@@ -1,6 +1,6 @@
 """A stand-in for SUP's /api/v1/gateway/* (the contract in docs/ssh-gateway.md), for the gateway tests.
 
-It answers routes from a dict and the awake pods from a list, records wakes, events and heartbeats,
+It answers routes from a dict and the awake pods from a list, records wakes, uses, events and heartbeats,
 checks the bearer token, and calls `on_wake` (e.g. to start the stand-in pod's sshd) before
 answering a wake. The end-to-end test
 against real `sup serve` lives beside the API's own tests."""
@@ -26,6 +26,8 @@ class GatewayApiStandIn:
         self.refusal_reasons: dict[str, str] = {}
         self.route_calls: list[str] = []
         self.wakes: list[dict[str, Any]] = []
+        self.used: list[dict[str, Any]] = []  # tunnel opens to awake pods told to SUP
+        self.used_awake = True  # what POST used answers (false: a sleep came first)
         self.events: list[dict[str, Any]] = []
         self.heartbeats: list[dict[str, Any]] = []
         self.awake: list[dict[str, Any]] = []  # what GET awake answers (pods with the reporter's port)
@@ -93,6 +95,9 @@ class GatewayApiStandIn:
                         return
                     stand_in.wake(body)
                     self._answer(200, {"awake": True})
+                elif self.path == "/api/v1/gateway/used":
+                    stand_in.record(stand_in.used, body)
+                    self._answer(200, {"awake": stand_in.used_awake})
                 elif self.path == "/api/v1/gateway/events":
                     stand_in.record(stand_in.events, body)
                     self._answer(204)

@@ -64,8 +64,23 @@ def test_a_silent_reporter_holds_the_pod_until_max_awake() -> None:
 
 def test_a_stale_heartbeat_no_longer_holds_anything() -> None:
     states = [awake(ALICE, 3000)]
-    assert decide(states, [beat(at=45, sessions={ALICE: 2})], NOW, POLICY).sleep == frozenset()
-    assert decide(states, [beat(at=46, sessions={ALICE: 2})], NOW, POLICY).sleep == {ALICE}
+    fresh = Heartbeat("gw-2", ago(1))  # another replica, reporting, holding nothing
+    assert decide(states, [beat(at=45, sessions={ALICE: 2}), fresh], NOW, POLICY).sleep == frozenset()
+    assert decide(states, [beat(at=46, sessions={ALICE: 2}), fresh], NOW, POLICY).sleep == {ALICE}
+
+
+def test_with_no_live_heartbeat_nothing_sleeps_and_the_awake_count_as_in_use() -> None:
+    """No gateway has reported within three intervals: SUP cannot see sessions or tmux, so it puts
+    nothing to sleep, and stamps the awake pods in use so that they get idle_seconds once it can."""
+    asleep = PodState(BOB, awake=False, woken_at=None, last_activity=ago(99999))
+    states = [awake(ALICE, 3000), awake(PHYSICS, None), asleep]
+    for heartbeats in ([], [beat(at=46, sessions={ALICE: 1})], [beat(at=3600)]):
+        decision = decide(states, heartbeats, NOW, POLICY)
+        assert decision == IdleDecision(frozenset({ALICE, PHYSICS}), frozenset())
+    # one live report, even an empty one, and the idle pods sleep again
+    assert decide(states, [beat(at=45)], NOW, POLICY) == IdleDecision(
+        frozenset(), frozenset({ALICE, PHYSICS})
+    )
 
 
 def test_any_replica_holding_a_session_is_enough() -> None:
@@ -76,4 +91,4 @@ def test_any_replica_holding_a_session_is_enough() -> None:
 
 def test_asleep_pods_stay_asleep_and_never_used_pods_sleep() -> None:
     asleep = PodState(BOB, awake=False, woken_at=None, last_activity=ago(99999))
-    assert decide([asleep, awake(ALICE, None)], [], NOW, POLICY).sleep == {ALICE}
+    assert decide([asleep, awake(ALICE, None)], [beat()], NOW, POLICY).sleep == {ALICE}
