@@ -68,7 +68,8 @@ class Admission:
     rate and as many tokens) per process, and `per_source` limits for each source address, so that
     one address (a flood, or a scan holding connections in the login grace) cannot make the gateway
     busy for everyone else. Busy connections count as open until they close, so a flood beyond twice
-    a limit is dropped cheaply; a connection busy for its source takes none of the process's tokens.
+    a limit is dropped cheaply; a connection busy for its source takes none of the process's tokens,
+    and a source that has spent its own bucket cannot take the last half of the process's.
 
     Bookkeeping is O(1) per call and bounded: a source is remembered while it holds connections, and
     once it holds none only until its bucket would be full again (or, past MAX_IDLE_SOURCES such
@@ -88,6 +89,7 @@ class Admission:
         self.per_source = per_source or SourceLimits(
             max_connections, max_connections, max_new_per_second, max_new_per_second
         )
+        self._reserve = per_source is not None  # without per-source limits, one bucket for all
         self.open = 0
         self._bucket = _Bucket(max_new_per_second, now)
         self._sources: dict[str, _Source] = {}
@@ -122,7 +124,11 @@ class Admission:
             or entry.bucket.tokens < 1
         ):
             return Verdict.BUSY  # this source's own limit: the process's tokens are not touched
-        if self.open > self.max_connections or self._bucket.tokens < 1:
+        # The process's tokens: a source that has spent its own bucket (a flood) may not take the
+        # last half of them; one that has spent little (a person) may take them all. Otherwise one
+        # source's burst, refilled faster than the process's, keeps the process at no token.
+        spent = 1 - entry.bucket.tokens / limits.burst if self._reserve else 0.0
+        if self.open > self.max_connections or self._bucket.tokens - 1 < spent * self.rate / 2:
             return Verdict.BUSY
         self._bucket.tokens -= 1
         entry.bucket.tokens -= 1

@@ -147,3 +147,15 @@ def test_per_source_settings_have_safe_defaults_and_refuse_nonsense() -> None:
     ):
         with pytest.raises(ValidationError):
             GatewaySettings(**bad)
+
+
+def test_a_flood_at_full_speed_from_its_first_second_leaves_a_person_the_processs_tokens() -> None:
+    """A source's burst (60) above the process's bucket (40): before, a flood's first fraction of a
+    second took every process token and the next person was told "busy" (seen on a quiet machine in
+    tests/gateway/test_admission.py); a source that spent its bucket may not take the last half."""
+    gate = Admission(1000, 40, now=0, per_source=SourceLimits(200, 50, 20, 60))
+    for step in range(1000):  # 1000 connections in 0.3 s, each closed at once
+        now = step * 0.0003
+        if gate.arrive("203.0.113.9", now) is not Verdict.DROP:
+            gate.leave("203.0.113.9", now)
+    assert [gate.arrive("198.51.100.7", 0.3 + i / 100) for i in range(3)] == [Verdict.ADMIT] * 3
