@@ -149,6 +149,7 @@ def test_metrics_listen_on_loopback_unless_told_otherwise(
         gateway = subprocess.Popen([sup_executable(), "gateway"], env=env, stderr=subprocess.DEVNULL)
         try:
             wait_listening(port, gateway)
+            wait_listening(metrics_port, gateway, host=reachable)  # /metrics may start after ssh
             assert httpx.get(f"http://{reachable}:{metrics_port}/metrics").status_code == 200
             with pytest.raises(httpx.ConnectError):
                 httpx.get(f"http://{unreachable}:{metrics_port}/metrics")

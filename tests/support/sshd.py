@@ -62,17 +62,19 @@ def fingerprint(path: Path) -> str:
     return out.stdout.split()[1]
 
 
-def wait_listening(port: int, process: subprocess.Popen[Any] | None = None, timeout: float = 20) -> None:
+def wait_listening(
+    port: int, process: subprocess.Popen[Any] | None = None, timeout: float = 20, host: str = "127.0.0.1"
+) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process is not None and process.poll() is not None:
             raise RuntimeError(f"the server on port {port} exited with {process.returncode}")
         try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1):
+            with socket.create_connection((host, port), timeout=1):
                 return
         except OSError:
             time.sleep(0.05)
-    raise RuntimeError(f"nothing listens on 127.0.0.1:{port} after {timeout} s")
+    raise RuntimeError(f"nothing listens on {host}:{port} after {timeout} s")
 
 
 def forwarding_options(*, tcp: str | None = None, agent: str | None = None) -> list[str]:
