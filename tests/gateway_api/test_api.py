@@ -211,6 +211,21 @@ def test_events_go_to_the_audit_log(
     assert KIM_KEY.split()[1] not in str(entries[0].after)
 
 
+def test_a_gateway_token_writes_no_audit_entry_of_another_kind(
+    client: TestClient, gateway: dict[str, str], sessions: sessionmaker[Session]
+) -> None:
+    """The gateway's events are its own three kinds, about the gateway: a stolen token cannot put a
+    wake, a sleep, a user's change or a made-up kind into the audit log (422, nothing written)."""
+    forged = {"username": "kim", "source": "10.0.0.7:1"}
+    for event in ("wake", "sleep", "update", "delete", "gateway.login", "login\n"):
+        answer = client.post("/api/v1/gateway/events", json={**forged, "event": event}, headers=gateway)
+        assert answer.status_code == 422, (event, answer.text)
+    extra = {**forged, "event": "login", "resource_type": "user", "action": "delete"}
+    assert client.post("/api/v1/gateway/events", json=extra, headers=gateway).status_code == 422
+    with sessions() as session:
+        assert session.scalars(select(AuditEntry).where(AuditEntry.actor == "gateway-token")).all() == []
+
+
 @pytest.mark.usefixtures("world")
 def test_a_gateway_token_may_call_the_gateway_only(client: TestClient, gateway: dict[str, str]) -> None:
     for method, path in (
