@@ -30,17 +30,22 @@ GatewaySite = tuple[LoginSite, RunningGateway]
 def make_gateway_site(
     make_login_site: Callable[..., LoginSite], kube_cluster: KubeCluster, tmp_path: Path
 ) -> Iterator[Callable[..., GatewaySite]]:
-    """Factory: make_gateway_site(pod_security=..., gateway={...}, **kube) -> (a started login site
-    whose SUP sleeps idle pods, the gateway in this process in front of it)."""
+    """Factory: make_gateway_site(pod_security=..., gateway={...}, idle_seconds=1,
+    heartbeat_seconds=1, **kube) -> (a started login site whose SUP sleeps idle pods, the gateway in
+    this process in front of it, both with those idle and heartbeat seconds)."""
     gateways: list[RunningGateway] = []
 
     def make(
-        pod_security: str = "restricted", gateway: dict[str, Any] | None = None, **kube: Any
+        pod_security: str = "restricted",
+        gateway: dict[str, Any] | None = None,
+        idle_seconds: int = 1,
+        heartbeat_seconds: float = 1,
+        **kube: Any,
     ) -> GatewaySite:
         site = make_login_site(pod_security=pod_security, **kube)
         site.stack.config["gateway"] = {
-            "idle_seconds": 1,
-            "heartbeat_seconds": 1,
+            "idle_seconds": idle_seconds,
+            "heartbeat_seconds": heartbeat_seconds,
             "wake_timeout_seconds": 150,
         }
         site.start(host="0.0.0.0")
@@ -73,7 +78,7 @@ def make_gateway_site(
             write_host_key(tmp_path / f"gateway_host_key-{len(gateways)}"),
             token=token,
             address=at_service,
-            **{"wake_timeout_seconds": 150, **(gateway or {})},
+            **{"wake_timeout_seconds": 150, "heartbeat_seconds": heartbeat_seconds, **(gateway or {})},
         )
         gateways.append(running)
         return site, running
@@ -86,7 +91,8 @@ def make_gateway_site(
 def test_through_the_gateway_to_their_own_pod_then_asleep_and_woken_with_the_home_kept(
     make_gateway_site: Callable[..., GatewaySite], tmp_path: Path
 ) -> None:
-    site, gateway = make_gateway_site()
+    # heartbeats longer than a short session, idle_seconds longer than the gap between two
+    site, gateway = make_gateway_site(idle_seconds=8, heartbeat_seconds=3)
     alice, bob = new_person(site.directory, "alice"), new_person(site.directory, "bob")
     site.add(alice)
     site.add(bob)
@@ -144,9 +150,20 @@ def test_through_the_gateway_to_their_own_pod_then_asleep_and_woken_with_the_hom
     refused = Through(tmp_path, bob, gateway.port).ssh("alice", "id")
     assert refused.returncode == SSH_FAILED and "Permission denied" in refused.stderr
 
+    # short sessions 4 s apart, each shorter than a heartbeat (3 s), with SUP's passes in between:
+    # each tunnel's open and close count as use, so her pod is never put to sleep between them
+    # (before, a pod whose sessions fell between heartbeats slept, and the next session paid a wake)
+    site.reconcile("kube")  # a full pass sees her pod first: from then on it may sleep, and is asked
+    for _ in range(6):
+        quick = through.ssh("alice", "true")
+        assert quick.returncode == 0, quick.stderr
+        for _ in range(4):
+            time.sleep(1)
+            site.reconcile("kube")
+            assert replicas(site, "login-alice") == 1, "put to sleep between short sessions"
+
     # something of hers still runs after she left (a nohup job): the idle reporter in her pod says
     # so to the gateway, and SUP's passes leave the pod up
-    site.reconcile("kube")  # a full pass sees her pod first: from then on it may sleep, and is asked
     left = through.ssh("alice", "nohup sleep 600 >/dev/null 2>&1 & echo left")
     assert left.stdout == "left\n", left.stderr
     wait_for_busy(gateway, "alice", True)
