@@ -102,6 +102,7 @@ def test_settings_shape_the_objects(make_site: Callable[..., Site]) -> None:
         ldap_cidrs=["10.1.0.10/32"],
         slurmctld_cidrs=["10.1.0.20/32"],
         egress_cidrs=["0.0.0.0/0"],
+        cluster_cidrs=["127.0.0.0/8"],  # the test API server's: carved out of the egress (else refused)
         service_type="LoadBalancer",
         node_selector={"node.kubernetes.io/role": "login"},
         home_size="50Gi",
@@ -146,7 +147,9 @@ def test_settings_shape_the_objects(make_site: Callable[..., Site]) -> None:
     assert ldap["to"] == [{"ipBlock": {"cidr": "10.1.0.10/32"}}]
     assert sorted(p["port"] for p in ldap["ports"]) == [389, 636]
     assert slurm["ports"] == [{"protocol": "TCP", "port": 6817}]
-    assert anywhere == {"to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": ["169.254.169.254/32"]}}]}
+    assert anywhere == {
+        "to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": ["169.254.169.254/32", "127.0.0.0/8"]}}]
+    }
     assert dns["to"][0]["namespaceSelector"]["matchLabels"] == {"kubernetes.io/metadata.name": "kube-system"}
 
 
