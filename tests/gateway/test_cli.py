@@ -141,7 +141,7 @@ def test_metrics_listen_on_loopback_unless_told_otherwise(
         (None, "127.0.0.1", "127.0.0.2"),
         ("127.0.0.2", "127.0.0.2", "127.0.0.1"),
     ]:
-        port, metrics_port = free_port(), free_port()
+        port, metrics_port = free_port("0.0.0.0"), free_port("0.0.0.0")  # ssh on every address
         env = _env(api, host_key, tmp_path, port, metrics_port, workers=1)
         del env["SUP_GATEWAY__LISTEN_HOST"]  # the default
         if metrics_host is not None:
