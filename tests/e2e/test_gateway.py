@@ -255,7 +255,9 @@ def test_group_pod_many_sessions_kept_up_while_a_member_is_in_and_a_suspended_pe
         assert cut.stdout.readline() == b"ready\n"  # her shell is there (a sessions list may be stale)
         suspended = time.monotonic()
         site.patch("users/alice", {"active": False})
-        _, stderr = cut.communicate(timeout=60)
+        cut.wait(timeout=60)  # not communicate(): closing her stdin would end the session itself
+        assert cut.stderr is not None
+        stderr = cut.stderr.read()
         seconds = time.monotonic() - suspended
     finally:
         cut.kill()
