@@ -30,12 +30,15 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+import demo_path  # noqa: E402  (beside this script)
+
 from sup.targets.ldap import LdapSettings  # noqa: E402
 from sup.targets.ldap.sssd_config import render  # noqa: E402
 from tests.support.images import LOGIN_IMAGE, ImagesUnavailable, build_images  # noqa: E402
 from tests.support.kubeapi import KubeApiServer, collection  # noqa: E402
 from tests.support.kubenode import KubeCluster, KubeClusterUnavailable  # noqa: E402
 from tests.support.slapd import SlapdServer  # noqa: E402
+from tests.support.slurmctld import JobCluster  # noqa: E402
 from tests.support.slurmdbd import SlurmdbdServer  # noqa: E402
 from tests.support.sssd import SSSD_TEST_OPTIONS, SssdServer, SssdUnavailable  # noqa: E402
 
@@ -50,8 +53,9 @@ def say(message: str) -> None:
 @contextlib.contextmanager
 def running_stack(
     directory: Path,
-) -> Iterator[tuple[dict[str, Any], SlurmdbdServer, KubeApiServer, KubeCluster | None]]:
-    """Start slapd, slurmdbd and a Kubernetes node (or kube-apiserver alone where no node can run);
+) -> Iterator[tuple[dict[str, Any], SlurmdbdServer, KubeApiServer, KubeCluster | None, JobCluster | None]]:
+    """Start slapd, slurmdbd and a Kubernetes node (or kube-apiserver alone where no node can run)
+    with, on a node, a Slurm controller and compute node and shared homes (scripts/demo_path.py);
     yield SUP's settings for them; stop them all."""
     started: list[Any] = []
     try:
@@ -63,6 +67,7 @@ def running_stack(
         started.append(slurmdbd)
         slurmdbd.start()
         node = start_node()
+        jobs = None
         if node is not None:
             started.append(node)
             kubeapi = node.apiserver
@@ -71,6 +76,11 @@ def running_stack(
                 "kubeconfig": str(node.kubeconfig),
                 **node.login_settings(LOGIN_IMAGE),
             }
+            jobs = demo_path.start_jobs(slapd, slurmdbd)
+            if jobs is not None:
+                started.append(jobs)
+                kube.update(demo_path.slurm_in_pods(node, jobs, kube["namespace"]))
+                kube.update(demo_path.shared_homes(node, jobs, kube["namespace"], directory))
         else:
             say("starting etcd and kube-apiserver (API only: no pod runs) ...")
             kubeapi = KubeApiServer().start()
@@ -78,7 +88,7 @@ def running_stack(
             kube = {"namespace": kubeapi.new_namespace("demo"), "kubeconfig": str(kubeapi.admin_kubeconfig)}
         settings: dict[str, Any] = {
             "database_url": f"sqlite:///{directory / 'sup.db'}",
-            "ldap": slapd.ldap_settings(slapd.new_base("demo")),
+            "ldap": jobs.ldap if jobs is not None else slapd.ldap_settings(slapd.new_base("demo")),
             "slurm": {
                 "cluster": slurmdbd.cluster,
                 "sacctmgr": slurmdbd.bin["sacctmgr"],
@@ -87,7 +97,9 @@ def running_stack(
             "kube": kube,
             "reconcile": {"debounce_seconds": 0.5},
         }
-        yield settings, slurmdbd, kubeapi, node
+        if jobs is not None:
+            settings["gateway"] = {}  # SUP answers the gateway (scripts/demo_path.py)
+        yield settings, slurmdbd, kubeapi, node, jobs
     finally:
         for server in reversed(started):
             with contextlib.suppress(Exception):
@@ -252,7 +264,7 @@ def main() -> int:
     parser.add_argument("--once", action="store_true", help="provision, show, stop")
     args = parser.parse_args()
     directory: Path = args.dir.resolve()
-    with running_stack(directory) as (settings, slurmdbd, kubeapi, node):
+    with running_stack(directory) as (settings, slurmdbd, kubeapi, node, jobs):
         config = directory / "sup.yaml"
         config.write_text(yaml.safe_dump(settings))
         config.chmod(0o600)  # it holds the LDAP bind password
@@ -263,7 +275,16 @@ def main() -> int:
         token_file = directory / "admin-token"
         token_file.write_text(sup("token", "create", "--name", "demo-admin", "--role", "admin", env=env))
         token_file.chmod(0o600)
-        sssd = start_sssd(settings)
+        sssd = jobs.sssd if jobs is not None else start_sssd(settings)
+        gateway_token = ""
+        if jobs is not None:
+            sup("token", "revoke", "demo-gateway", env=env, check=False)
+            gateway_token = sup(
+                "token", "create", "--name", "demo-gateway", "--role", "gateway", env=env
+            ).strip()
+        homes = contextlib.ExitStack()
+        if jobs is not None:
+            homes.enter_context(demo_path.home_maker(SUP, env, settings, directory))
         url = f"http://127.0.0.1:{args.port}"
         log = (directory / "sup-serve.log").open("w")
         server = subprocess.Popen(
@@ -295,6 +316,18 @@ def main() -> int:
                 ssh_into_login_pod(node, settings, url, token, directory)
             else:
                 say("\n(no login pod runs without a Kubernetes node: see above why)")
+            if node is not None and jobs is not None:
+                namespace = settings["kube"]["namespace"]
+                gateway = demo_path.start_gateway(node, namespace, url, gateway_token, directory)
+                try:
+                    demo_path.kim_runs_a_job(gateway, directory / "kim_ed25519", directory)
+                finally:
+                    gateway.stop()
+            else:
+                say(
+                    "\n(no gateway, job or shared home is shown without a Kubernetes node and a Slurm"
+                    " controller: see above why)"
+                )
             until = " until this script stops" if args.once else ""
             say(
                 f"\nSUP is running on {url} (OpenAPI: {url}/docs){until}; settings in {config},"
@@ -310,7 +343,8 @@ def main() -> int:
         finally:
             server.terminate()
             server.wait(timeout=15)
-            if sssd is not None:
+            homes.close()
+            if sssd is not None and jobs is None:
                 sssd.stop()
     return 0
 

@@ -1,6 +1,7 @@
 """README's first command keeps working: scripts/demo sets up a local stack of the real servers, runs
 SUP on SQLite, loads the sample data, and SUP provisions it into LDAP (seen through sssd), Slurm and
-Kubernetes, where the demo user logs in to her login pod with ssh."""
+Kubernetes, where the demo user logs in to her login pod with ssh, and through the gateway runs a
+Slurm job whose output she reads from her home."""
 
 from __future__ import annotations
 
@@ -32,6 +33,13 @@ def test_demo_seeds_sample_users_and_is_rerunnable(tmp_path: Path) -> None:
         ssh = result.stdout.split("== kim logs in to her login pod")[-1]
         assert "uid=10000(kim) gid=10000(kim) groups=10000(kim)," in ssh, result.stdout[-3000:]
         assert "(physics)" in ssh and "HOME=/home/kim" in ssh
+        # ... and through the gateway she writes a job script in her home on the shared filesystem,
+        # `sbatch`es it, and reads what the job wrote there, in her pod
+        path = result.stdout.split("== kim, through the gateway")[-1]
+        assert "landed as kim on login-kim-0" in path, result.stdout[-3000:]
+        ran = [line.strip() for line in path.splitlines() if line.strip().startswith("job ")]
+        assert len(ran) == 1 and ran[0].startswith("job ") and " ran as kim on " in ran[0], path
+        assert ran[0].endswith("account physics") and "its working directory: /home/kim" in path
     database = sup_env(SUP_DATABASE_URL=f"sqlite:///{tmp_path / 'sup.db'}")
     users = run_sup("user", "list", "--json", env=database)
     by_name = {u["username"]: u for u in json.loads(users.stdout)}

@@ -1,0 +1,231 @@
+"""The researcher's path in the demo (scripts/demo_stack.py): jobs, shared homes, the SSH gateway.
+
+Where a Kubernetes node runs, the demo also starts what a site's compute side is: a Slurm controller
+and a compute node (slurmctld + slurmd, in the private mount namespace of an sssd reading SUP's LDAP
+base, tests/support/slurmctld.py), and homes on a shared filesystem. The shared filesystem is a
+directory of the demo's (`homes/`): in Kubernetes it is one ReadWriteMany volume (a hostPath
+PersistentVolume and its claim) that each login pod mounts only its person's directory of, and on
+the compute node it is mounted at /home inside the controller's namespace only (the machine's own
+/home is not touched). `sup homes serve` makes each person's directory there, as the chart's home
+maker does. Then kim connects through the gateway (`sup gateway`'s server, run here), writes a job
+script in her home, submits it with `sbatch`, and reads the job's output from her home in her pod.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tests.support.gateway_runner import RunningGateway, write_host_key
+from tests.support.kubenode import KubeCluster
+from tests.support.slapd import SlapdServer
+from tests.support.slurmctld import JobCluster, SlurmctldUnavailable, start_job_cluster
+from tests.support.slurmdbd import SlurmdbdServer
+from tests.support.sssd import SssdUnavailable
+
+HOME_ROOT = "/home"  # examples/demo.json's homes (accounts.home's default) are /home/NAME
+HOMES_CLAIM = "homes"
+SLURM_CONFIG_MAP = "slurm-conf"
+MUNGE_SECRET = "munge-key"
+ACCOUNT = "physics"  # kim's lab's Slurm account (examples/demo.json)
+JOB = """\
+#!/bin/bash
+#SBATCH --job-name=hello
+#SBATCH --output=hello-%j.out
+echo "job $SLURM_JOB_ID ran as $(id -un) on $(hostname), account $SLURM_JOB_ACCOUNT"
+echo "its working directory: $PWD"
+"""
+
+
+def say(message: str) -> None:
+    print(message, flush=True)
+
+
+def start_jobs(slapd: SlapdServer, slurmdbd: SlurmdbdServer) -> JobCluster | None:
+    """slurmctld + slurmd beside the demo's slurmdbd, resolving users through an sssd of their own
+    that reads SUP's LDAP base; None, saying why, where this machine cannot run them."""
+    try:
+        say("starting slurmctld and slurmd (a compute node, resolving people through sssd) ...")
+        return start_job_cluster(slapd, slurmdbd)
+    except (SlurmctldUnavailable, SssdUnavailable) as exc:
+        say(f"no Slurm controller here ({exc}): no job runs")
+        return None
+
+
+def shared_homes(node: KubeCluster, jobs: JobCluster, namespace: str, directory: Path) -> dict[str, Any]:
+    """The shared home filesystem (see the module): its volume and claim in `namespace`, mounted at
+    /home where the jobs run; returns the `kube` settings that use it."""
+    homes = directory / "homes"
+    homes.mkdir(mode=0o755, exist_ok=True)
+    name = f"sup-demo-homes-{namespace}"
+    node.api.create(
+        "/api/v1/persistentvolumes",
+        {
+            "metadata": {"name": name},
+            "spec": {
+                "capacity": {"storage": "10Gi"},
+                "accessModes": ["ReadWriteMany"],
+                "persistentVolumeReclaimPolicy": "Retain",
+                "storageClassName": "",
+                "hostPath": {"path": str(homes), "type": "Directory"},
+                "claimRef": {"namespace": namespace, "name": HOMES_CLAIM},
+            },
+        },
+    )
+    node.api.create(
+        f"/api/v1/namespaces/{namespace}/persistentvolumeclaims",
+        {
+            "metadata": {"name": HOMES_CLAIM},
+            "spec": {
+                "accessModes": ["ReadWriteMany"],
+                "storageClassName": "",
+                "volumeName": name,
+                "resources": {"requests": {"storage": "10Gi"}},
+            },
+        },
+    )
+    # /home in the controller's private mount namespace only: what a compute node mounts
+    controller = jobs.controller
+    subprocess.run(
+        [*controller.as_root_argv("mount", "--bind", str(homes), HOME_ROOT)], check=True, capture_output=True
+    )
+    return {"home_mode": "shared", "shared_home_claim": HOMES_CLAIM, "home_root": HOME_ROOT}
+
+
+def slurm_in_pods(node: KubeCluster, jobs: JobCluster, namespace: str) -> dict[str, Any]:
+    """The site's Slurm client configuration and munge key in `namespace`, and the `kube` settings
+    that let login pods reach the controller and the node at the node's address."""
+    controller = jobs.controller
+    node.api.create(
+        f"/api/v1/namespaces/{namespace}/configmaps",
+        {
+            "metadata": {"name": SLURM_CONFIG_MAP},
+            "data": {"slurm.conf": controller.client_conf(node.pod_gateway)},
+        },
+    )
+    node.api.create(
+        f"/api/v1/namespaces/{namespace}/secrets",
+        {
+            "metadata": {"name": MUNGE_SECRET},
+            "data": {"munge.key": base64.b64encode(controller.munge_key).decode()},
+        },
+    )
+    address = f"{node.pod_gateway}/32"
+    return {
+        "slurmctld_cidrs": [address],
+        "slurmctld_ports": [controller.ctld_port],
+        "slurmd_cidrs": [address],
+        "slurmd_ports": [controller.slurmd_port],
+        "srun_port_range": f"{controller.srun_ports[0]}-{controller.srun_ports[1]}",
+        "slurm_config_map": SLURM_CONFIG_MAP,
+        "munge_key_secret": MUNGE_SECRET,
+    }
+
+
+@contextlib.contextmanager
+def home_maker(sup: str, env: dict[str, str], settings: dict[str, Any], directory: Path) -> Iterator[None]:
+    """`sup homes serve` on this machine, making the people's directories in `homes/`."""
+    config = directory / "homes.yaml"
+    kube = settings["kube"]
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "database_url": settings["database_url"],
+                "home_dirs": {
+                    "namespace": kube["namespace"],
+                    "kubeconfig": kube["kubeconfig"],
+                    "mount": str(directory / "homes"),
+                    "home_root": HOME_ROOT,
+                },
+            }
+        )
+    )
+    log = (directory / "sup-homes.log").open("w")
+    process = subprocess.Popen(
+        [sup, "homes", "serve"], env={**env, "SUP_CONFIG": str(config)}, stdout=log, stderr=subprocess.STDOUT
+    )
+    try:
+        yield
+    finally:
+        process.terminate()
+        process.wait(timeout=15)
+
+
+def start_gateway(node: KubeCluster, namespace: str, url: str, token: str, directory: Path) -> RunningGateway:
+    """`sup gateway`'s server in this process, reaching a login pod at its Service's address (inside
+    the cluster it would use the Service's DNS name); its NetworkPolicy in the namespace admits this
+    machine to the login pods' idle reporters, as the chart's does for the gateway's pods."""
+    node.api.create(
+        f"/apis/networking.k8s.io/v1/namespaces/{namespace}/networkpolicies",
+        {
+            "metadata": {"name": "demo-gateway"},
+            "spec": {
+                "podSelector": {"matchLabels": {"app.kubernetes.io/managed-by": "sup"}},
+                "policyTypes": ["Ingress"],
+                "ingress": [
+                    {
+                        "from": [{"ipBlock": {"cidr": f"{node.node_ip}/32"}}],
+                        "ports": [{"protocol": "TCP", "port": 9100}],
+                    }
+                ],
+            },
+        },
+    )
+
+    def at_service(pod: Any) -> tuple[str, int]:
+        service = node.api.get(f"/api/v1/namespaces/{namespace}/services/{pod.service}")
+        assert service is not None, f"no Service {pod.service}"
+        return service["spec"]["clusterIP"], pod.port
+
+    key = directory / "gateway_host_key"
+    if not key.exists():
+        write_host_key(key)
+    return RunningGateway(url, key, token=token, address=at_service, wake_timeout_seconds=150)
+
+
+def kim_runs_a_job(gateway: RunningGateway, key: Path, directory: Path) -> None:
+    """kim, through the gateway: writes a job script in her home, `sbatch`es it, reads its output."""
+    config = directory / "kim_ssh_config"
+    config.write_text(
+        "Host *\n"
+        f"    IdentityFile {key}\n"
+        "    IdentitiesOnly yes\n"
+        "    IdentityAgent none\n"
+        f"    UserKnownHostsFile {directory / 'known_hosts'}\n"
+        "    StrictHostKeyChecking accept-new\n"
+        "    BatchMode yes\n"
+        "    ConnectTimeout 90\n"
+        "    LogLevel ERROR\n"
+    )
+    jump = f"kim@127.0.0.1:{gateway.port}"
+    ssh = ["ssh", "-F", str(config), "-J", jump, "kim@login"]
+    say(f"\n== kim, through the gateway: ssh -J {jump} kim@login ==")
+    deadline = time.monotonic() + 120  # her pod starts, her key and home reach it
+    while True:
+        landed = subprocess.run([*ssh, "id -un; hostname"], capture_output=True, text=True, timeout=180)
+        if landed.returncode == 0 or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    if landed.returncode != 0:
+        raise SystemExit(f"ssh -J into kim's login pod failed ({landed.returncode}): {landed.stderr.strip()}")
+    say(f"  landed as {' on '.join(landed.stdout.split())}")
+    say("  $ cat > ~/hello.sh   (a job script in her home, on the shared filesystem)")
+    for line in JOB.splitlines():
+        say(f"    {line}")
+    command = (
+        f"cd ~ && cat > hello.sh && job=$(sbatch --parsable --wait -A {ACCOUNT} hello.sh)"
+        ' && echo "submitted batch job $job, done" && cat "hello-$job.out"'
+    )
+    wrote = subprocess.run([*ssh, command], input=JOB, capture_output=True, text=True, timeout=300)
+    say(f"  $ sbatch --wait -A {ACCOUNT} hello.sh; cat hello-JOBID.out   (in her pod, after the job)")
+    for line in (wrote.stdout + wrote.stderr).splitlines():
+        say(f"    {line}")
+    if wrote.returncode != 0:
+        raise SystemExit(f"kim's job did not run ({wrote.returncode})")
