@@ -2,6 +2,10 @@
 
     .venv/bin/python bench/login_bench.py [--users 1000] [--samples 10]
 
+The researcher's whole path (issue 25): homes on a shared filesystem (a host directory that is one
+ReadWriteMany volume in Kubernetes, mounted at /home where slurmd runs; `sup homes serve` makes each
+person's directory), and people reach their pod through the SSH gateway (`ssh -J`).
+
 Starts, as the tests do (tests/support): slapd, munge + MariaDB + slurmdbd, an sssd with slurmctld +
 slurmd in its namespace (they resolve SUP's directory), and a real single-node Kubernetes (containerd,
 kubelet, kube-proxy, kube-router) with SUP's login image imported. The store (SQLite) is filled with
@@ -11,10 +15,11 @@ over SCIM and bound to the Slurm account `gpu` (one node cannot run 1,000 pods).
 Then, with `sup serve` running (its reconciler on), for each of `--samples` new people one after the
 other: SCIM `POST /Users` (with an SSH key), then `PATCH /Groups/<login>` adding them, and from the
 POST on:
-  (a) `ssh PERSON@<their login Service> id` succeeds with their key, and
-  (b) `srun -A gpu id` run in that ssh session completes (the job ran on the node as them).
+  (a) `ssh -J PERSON@GATEWAY PERSON@login id` succeeds with their key, and
+  (b) in that pod, `job.sh` written in $HOME, `sbatch --wait -A gpu job.sh` done, and the output file
+      the job wrote into $HOME read there (the job ran on the node as them, in their home).
 Prints the median and p95 of each and where the seconds went (store write, pod created, scheduled,
-Ready, first ssh, association in slurmdbd). Not a test: nothing here asserts a time.
+Ready, home directory made, first ssh, job done). Not a test: nothing here asserts a time.
 """
 
 from __future__ import annotations
@@ -41,8 +46,10 @@ from sup.config import Settings
 from sup.reconcile.planner import run_pass
 from sup.store import migrate
 from sup.store.session import make_engine, make_sessionmaker
-from tests.e2e.login_site import new_person, slurm_objects, slurm_pod_settings
+from tests.e2e.login_site import Through, new_person, slurm_objects, slurm_pod_settings
+from tests.e2e.researcher_path import homes_on_the_compute_node, shared_home_volume, write_and_submit
 from tests.support.cli import run_sup, sup_env
+from tests.support.gateway_runner import RunningGateway, write_host_key
 from tests.support.images import LOGIN_IMAGE, build_images
 from tests.support.kubenode import KubeCluster
 from tests.support.server import SupServer
@@ -96,6 +103,9 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="sup-login-bench-"))
     slapd, slurmdbd = SlapdServer("rfc2307bis"), SlurmdbdServer("bench")
     jobs = cluster = server = None
+    gateway: RunningGateway | None = None
+    maker: subprocess.Popen[bytes] | None = None
+    mounted: Any = None
     rows: list[tuple[str, str]] = []
     try:
         images = build_images()
@@ -106,6 +116,7 @@ def main() -> None:
         cluster.import_image(images.login)
         controller = jobs.controller
         namespace = cluster.new_namespace("bench", pod_security="restricted")
+        homes = shared_home_volume(cluster, namespace, work / "homes")
         slurm_objects(cluster, namespace, controller.client_conf(cluster.pod_gateway), controller.munge_key)
         config: dict[str, Any] = {
             "database_url": f"sqlite:///{work / 'sup.db'}",
@@ -117,6 +128,16 @@ def main() -> None:
                 **cluster.login_settings(LOGIN_IMAGE),
                 **slurm_pod_settings(cluster, controller),
                 "login_groups": ["login"],
+                "home_mode": "shared",
+                "shared_home_claim": homes.claim,
+                "home_root": "/home",
+            },
+            "gateway": {"idle_seconds": 3600},
+            "home_dirs": {
+                "namespace": namespace,
+                "kubeconfig": str(cluster.kubeconfig),
+                "mount": str(homes.root),
+                "home_root": "/home",
             },
         }
         os.environ["SLURM_CONF"] = str(slurmdbd.slurm_conf)  # sacctmgr's, as an operator sets it
@@ -151,7 +172,45 @@ def main() -> None:
         env = sup_env(SUP_CONFIG=str(config_file), SLURM_CONF=str(slurmdbd.slurm_conf))
         admin = run_sup("token", "create", "--name", "bench", "--role", "admin", env=env).stdout.strip()
         scim = run_sup("token", "create", "--name", "bench-scim", "--role", "scim", env=env).stdout.strip()
+        gateway_token = run_sup(
+            "token", "create", "--name", "gw", "--role", "gateway", env=env
+        ).stdout.strip()
         server = SupServer(env, work / "serve.log")
+        maker_log = (work / "homes.log").open("w")
+        maker = subprocess.Popen(  # noqa: S603 - our argv
+            [str(Path(sys.executable).parent / "sup"), "homes", "serve"],
+            env=env,
+            stdout=maker_log,
+            stderr=subprocess.STDOUT,
+        )
+        mounted = homes_on_the_compute_node(jobs, homes)
+        mounted.__enter__()
+        cluster.api.create(
+            f"/apis/networking.k8s.io/v1/namespaces/{namespace}/networkpolicies",
+            {
+                "metadata": {"name": "bench-gateway"},
+                "spec": {
+                    "podSelector": {"matchLabels": {"app.kubernetes.io/managed-by": "sup"}},
+                    "policyTypes": ["Ingress"],
+                    "ingress": [
+                        {
+                            "from": [{"ipBlock": {"cidr": f"{cluster.node_ip}/32"}}],
+                            "ports": [{"protocol": "TCP", "port": 9100}],
+                        }
+                    ],
+                },
+            },
+        )
+        kube_cluster = cluster
+
+        def at_service(pod: Any) -> tuple[str, int]:
+            found = kube_cluster.api.get(f"/api/v1/namespaces/{namespace}/services/{pod.service}")
+            assert found is not None
+            return found["spec"]["clusterIP"], pod.port
+
+        gateway = RunningGateway(
+            server.url, write_host_key(work / "gateway_key"), token=gateway_token, address=at_service
+        )
         api = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {admin}"}, timeout=30)
         scim_api = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {scim}"}, timeout=30)
         group = scim_api.post("/scim/v2/Groups", json={"schemas": [CORE_GROUP], "displayName": "login"})
@@ -169,26 +228,21 @@ def main() -> None:
             scim_push(scim_api, group_id, person.name, person.public)
             stored = time.time()
             login = f"login-{person.name}"
-            known = work / f"known-{person.name}"
-            host = None
+            through = Through(work, person, gateway.port)
+            home = homes.root / person.name
+            home_made = 0.0
             while time.time() - t0 < 300:
-                service = cluster.api.get(f"/api/v1/namespaces/{namespace}/services/{login}")
-                if service is not None:
-                    host = service["spec"]["clusterIP"]
-                    if ssh(person.key, person.name, host, "id", known).returncode == 0:
-                        break
-                time.sleep(0.2)
-            else:
-                raise SystemExit(f"{person.name}: no ssh within 300 s")
-            in_shell = time.time()
-            assert host is not None
-            while time.time() - t0 < 300:
-                job = ssh(person.key, person.name, host, "srun -A gpu id", known)
-                if job.returncode == 0 and f"({person.name})" in job.stdout:
+                if not home_made and home.is_dir() and home.stat().st_uid != 0:
+                    home_made = time.time()
+                if through.ssh(person.name, "id").returncode == 0:
                     break
                 time.sleep(0.2)
             else:
-                raise SystemExit(f"{person.name}: no srun within 300 s: {job.stderr}")
+                raise SystemExit(f"{person.name}: no ssh -J within 300 s")
+            in_shell = time.time()
+            run = write_and_submit(through, person, "gpu")
+            if f"ran as {person.name} in {'/home/' + person.name}" not in run.output:
+                raise SystemExit(f"{person.name}: the job's output is not theirs: {run.output!r}")
             job_done = time.time()
             to_ssh.append(in_shell - t0)
             to_job.append(job_done - t0)
@@ -198,16 +252,23 @@ def main() -> None:
                 ("pod object created", pod.get("created", 0)),
                 ("pod scheduled", pod.get("PodScheduled", 0)),
                 ("pod Ready", pod.get("Ready", 0)),
-                ("first ssh id", in_shell),
-                ("first srun done", job_done),
+                ("home directory made (sup homes serve)", home_made),
+                ("first ssh -J id", in_shell),
+                ("sbatch job's output read in $HOME", job_done),
             ):
                 parts.setdefault(name, []).append(moment - t0)
-            print(f"  {person.name}: ssh {in_shell - t0:.2f} s, srun {job_done - t0:.2f} s", file=sys.stderr)
-        rows.append(("**(a) SCIM POST → `ssh` runs `id` in the login pod**", spread(to_ssh)))
-        rows.append(("**(b) SCIM POST → first `srun` from the pod done**", spread(to_job)))
+            print(f"  {person.name}: ssh {in_shell - t0:.2f} s, job {job_done - t0:.2f} s", file=sys.stderr)
+        rows.append(("**(a) SCIM POST → `ssh -J` runs `id` in the login pod**", spread(to_ssh)))
+        rows.append(("**(b) SCIM POST → `sbatch` job's output read in $HOME in the pod**", spread(to_job)))
         for name, samples in parts.items():
             rows.append((f"  from the POST: {name} (median)", f"{statistics.median(samples):.2f} s"))
     finally:
+        if gateway is not None:
+            gateway.stop()
+        if maker is not None:
+            maker.terminate()
+        if mounted is not None:
+            mounted.__exit__(None, None, None)
         if server is not None:
             server.stop()
         if cluster is not None:
