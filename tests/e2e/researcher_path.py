@@ -150,3 +150,95 @@ def write_and_submit(through: Through, person: Person, account: str) -> JobRun:
     first, *rest = result.stdout.splitlines()
     assert first.startswith("JOB="), result.stdout
     return JobRun(first.removeprefix("JOB="), "\n".join(rest), time.monotonic() - started)
+
+
+REFUSED = "Invalid account or account/partition combination specified"  # Slurm's, no association
+
+
+@dataclass
+class PathSeconds:
+    """Seconds from the SCIM push: the first `ssh -J` that lands, the job's output read in $HOME;
+    from the suspension: the held session cut, a new job refused."""
+
+    landed: float
+    output: float
+    cut: float
+    refused: float
+
+
+def researcher_path(
+    *,
+    cluster: KubeCluster,
+    jobs: JobCluster,
+    homes: SharedHomes,
+    users_namespace: str,
+    sup_url: str,
+    admin: dict[str, str],
+    scim_token: str,
+    gateway_port: int,
+    directory: Path,
+    name: str = "ada",
+) -> PathSeconds:
+    """A lab member's whole path on a site SUP runs (issue 25), asserting each step as they see it:
+    pushed over SCIM with a key into the lab group (bound to a Slurm account once by the platform
+    team) → `ssh -J` through the gateway into their pod → `job.sh` written in $HOME → `sbatch` → the
+    job runs on the compute node as them under the lab's account, in their home, and writes its output
+    there → read in the pod. Then, suspended in the IdP: the session they hold is cut, a new job is
+    refused."""
+    idp = Idp(sup_url, scim_token)
+    lab = idp.group("lab")
+    bound = httpx.post(
+        f"{sup_url}/api/v1/slurm/accounts", json={"name": "lab", "group": "lab"}, headers=admin, timeout=30
+    )
+    assert bound.status_code == 201, bound.text
+    person = Person(name, directory / f"{name}_ed25519")
+    subprocess.run(
+        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"{name}@laptop", "-f", str(person.key)],
+        check=True,
+    )
+    pushed = time.monotonic()
+    user_id = idp.person(person)
+    idp.add_member(lab, user_id)
+    through = Through(directory, person, gateway_port, cluster.node_ip)
+    deadline = time.monotonic() + 240
+    attempts: list[str] = []
+    while True:
+        landed = through.ssh(name, "id -un; hostname; ls -A /home")
+        if landed.returncode == 0:
+            break
+        attempts.append(landed.stderr.strip()[-160:])
+        assert time.monotonic() < deadline, f"{name}'s ssh -J never landed: {attempts[-5:]}"
+        time.sleep(1)
+    landed_seconds = time.monotonic() - pushed
+    # their pod, and in it only their own directory of the shared filesystem
+    assert landed.stdout.split() == [name, f"login-{name}-0", name], landed.stdout
+    run = write_and_submit(through, person, "lab")
+    output_seconds = time.monotonic() - pushed
+    assert f"ran as {name} in /home/{name} under account lab" in run.output, run.output
+    assert "written in the login pod" in run.output  # the job read the file she wrote in her pod
+    # on the shared filesystem itself: her directory, hers alone, and the job's output in it
+    uid = int(jobs.sssd.getent("passwd", name).split(":")[2])  # type: ignore[union-attr]
+    home = homes.root / name
+    assert (home.stat().st_uid, home.stat().st_mode & 0o777) == (uid, 0o700)
+    output = home / f"job-{run.job_id}.out"
+    assert output.stat().st_uid == uid and "ran as" in output.read_text()
+
+    held = through.hold(name)
+    time.sleep(2)
+    assert held.poll() is None, "the held session ended by itself"
+    suspended = time.monotonic()
+    idp.suspend(user_id)
+    try:
+        held.wait(timeout=120)
+    except subprocess.TimeoutExpired:
+        held.kill()
+        raise AssertionError(f"{name}'s held session was not cut within 120 s of the suspension") from None
+    cut_seconds = time.monotonic() - suspended
+    deadline = time.monotonic() + 60
+    while REFUSED not in (refused := jobs.controller.sbatch(name, "-A", "lab", "--wrap", "true")).stderr:
+        assert time.monotonic() < deadline, f"{name}'s new job was not refused: {refused.output}"
+        time.sleep(1)
+    refused_seconds = time.monotonic() - suspended
+    assert through.ssh(name, "true").returncode != 0  # and no new session
+    assert output.exists()  # her data stays
+    return PathSeconds(landed_seconds, output_seconds, cut_seconds, refused_seconds)
