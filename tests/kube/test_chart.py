@@ -29,7 +29,8 @@ def _by_kind(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 
 def test_helm_lint_passes(helm_binary: str) -> None:
-    for settings in ([], ["--set", "gateway.enabled=true"]):
+    shared = ["--set", "kube.settings.home_mode=shared", "--set", "kube.settings.shared_home_claim=homes"]
+    for settings in ([], ["--set", "gateway.enabled=true"], shared, [*shared, "--set", "homes.quota=xfs"]):
         result = helm(helm_binary, "lint", "--strict", str(CHART), *settings)
         assert result.returncode == 0, result.stdout + result.stderr
         assert "1 chart(s) linted, 0 chart(s) failed" in result.stdout
