@@ -181,11 +181,10 @@ class Server:
                 backoff = min(backoff * 2, BACKOFF_SECONDS[1])
 
     def _follow(self, version: str) -> None:
-        """Watch from `version` until the API server ends the watch (then the caller lists again,
-        which is also the periodic full pass when resync is due)."""
+        """Watch from `version` until the API server ends the watch after resync_seconds; the caller
+        then lists again and makes a full pass (which also repairs what changed on disk meanwhile)."""
         dirty = False
-        seconds = max(1, min(300, int(self.settings.resync_seconds)))
-        for kind, body in self.source.watch(version, seconds):
+        for kind, body in self.source.watch(version, max(1, int(self.settings.resync_seconds))):
             if self.stop.is_set():
                 return
             name = str((body.get("metadata") or {}).get("name") or "")
