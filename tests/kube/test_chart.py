@@ -18,7 +18,7 @@ import yaml
 from sup.config import Settings
 from sup.targets.kube.names import Owner
 from tests.support.helm import CHART, apply_objects, helm, render
-from tests.support.kubeapi import KubeApiServer, collection
+from tests.support.kubeapi import ApiError, KubeApiServer, collection
 
 REPO = Path(__file__).resolve().parents[2]
 VERSION = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
@@ -796,3 +796,35 @@ def test_shared_homes_without_a_claim_or_with_a_bad_quota_fail_with_a_message(he
     result = helm(helm_binary, "template", "sup", str(CHART), *(x for s in SHARED for x in ("--set", s)),
                   "--set", "homes.quota=zfs")  # fmt: skip
     assert result.returncode != 0 and 'homes.quota "zfs"' in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("quota", "level", "stricter"), [("none", "baseline", "restricted"), ("xfs", "privileged", "baseline")]
+)
+def test_the_home_makers_pod_is_admitted_where_the_chart_puts_it_and_needs_that_level(
+    helm_binary: str, kubeapi: KubeApiServer, release_namespace: str, quota: str, level: str, stricter: str
+) -> None:
+    release = f"sup-{uuid.uuid4().hex[:8]}"
+    objects = render(helm_binary, release_namespace, *SHARED, f"homes.quota={quota}", release=release)
+    target = f"{release}-users"
+    with kubeapi.admin() as admin:
+        apply_objects(admin, [o for o in objects if o["kind"] != "NetworkPolicy"], release_namespace)
+        namespace = admin.get(f"/api/v1/namespaces/{target}")
+        assert namespace is not None
+        assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == level
+        template = _homes(objects)["Deployment"]["spec"]["template"]
+        pod = {
+            "metadata": {"name": "homes-pod", "labels": template["metadata"]["labels"]},
+            "spec": template["spec"],
+        }
+        created = admin.create(collection(target, "pods"), pod)
+        assert created["metadata"]["name"] == "homes-pod"  # admitted
+        # one level stricter refuses it (without its ServiceAccount, which exists only in the target)
+        elsewhere = kubeapi.new_namespace("stricter", pod_security=stricter)
+        spec = {k: v for k, v in template["spec"].items() if k != "serviceAccountName"}
+        with pytest.raises(ApiError) as refused:
+            admin.create(
+                collection(elsewhere, "pods"),
+                {**pod, "spec": {**spec, "automountServiceAccountToken": False}},
+            )
+        assert refused.value.status == 403 and "violates PodSecurity" in str(refused.value)
