@@ -87,7 +87,9 @@ class Wanted:
 
     @property
     def depth(self) -> int:
-        return max((len(rel) for rel in self.taken), default=1)
+        """How deep to look for a renamed person's old directory: as deep as any wanted home, and
+        at least 3 (an old home may lie deeper than every current one)."""
+        return max([3, *(len(rel) for rel in self.taken)])
 
 
 def wanted(files: Mapping[str, str], home_root: str) -> Wanted:

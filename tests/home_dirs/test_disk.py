@@ -126,3 +126,14 @@ def test_sync_once_exits_8_when_something_is_refused(tmp_path: Path) -> None:
     done = _cli(mount, passwd, tmp_path)
     assert done.returncode == 8
     assert "refused /elsewhere/out" in done.stderr and "not under the home root /home" in done.stderr
+
+
+def test_a_rename_out_of_a_deeper_directory_finds_the_old_home(tmp_path: Path) -> None:
+    mount = tmp_path / "homes"
+    mount.mkdir()
+    sync(settings(mount), {"login": line("alice", 2001, "/home/old/lab/alice")})
+    (mount / "old" / "lab" / "alice" / "data").write_text("kept")
+    outcome = sync(settings(mount), {"login": line("alice", 2001, "/home/alice")})
+    assert outcome.moved == ["alice"] and outcome.made == []
+    assert (mount / "alice" / "data").read_text() == "kept"
+    assert owner_mode(mount / "old" / "lab") == (0, 0, 0o755)  # the parents stay

@@ -109,3 +109,9 @@ def test_a_directory_still_wanted_is_no_rename_source() -> None:
     child = Home(("alice", "new"), 2001, 2001, ("alice",))
     steps = plan({child.rel: child}, {child.rel: MISSING}, {2001: [("alice",)]})
     assert steps.move == [] and steps.make == [child]
+
+
+def test_nobody_wanted_is_nothing_to_do() -> None:
+    want = wanted({"login": ""}, "/home")
+    assert (want.homes, want.refused, want.depth) == ({}, [], 3)
+    assert plan(want.homes, {}).homes() == []
