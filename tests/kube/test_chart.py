@@ -753,6 +753,7 @@ def test_the_home_maker_runs_only_in_shared_mode_with_the_least_it_needs(helm_bi
     assert pod["securityContext"]["runAsUser"] == 0
     (container,) = pod["containers"]
     assert container["args"] == ["homes", "serve"]
+    assert container["ports"] == [{"name": "metrics", "containerPort": 9103, "protocol": "TCP"}]
     assert container["securityContext"] == {
         "allowPrivilegeEscalation": False,
         "readOnlyRootFilesystem": True,
@@ -780,12 +781,21 @@ def test_the_home_makers_rendered_settings_load_in_sup(helm_binary: str, monkeyp
 
 
 def test_xfs_quotas_add_sys_admin_and_make_the_namespace_privileged(helm_binary: str) -> None:
-    objects = render(helm_binary, "sup-system", *SHARED, "homes.quota=xfs", "homes.size=50Gi")
+    objects = render(
+        helm_binary,
+        "sup-system",
+        *SHARED,
+        "homes.quota=xfs",
+        "homes.size=50Gi",
+        "homes.settings.metrics_port=9200",
+    )
     homes = _homes(objects)
     (container,) = homes["Deployment"]["spec"]["template"]["spec"]["containers"]
     assert container["securityContext"]["capabilities"]["add"] == ["CHOWN", "FOWNER", "SYS_ADMIN"]
     assert _settings(objects, "sup-homes")["home_dirs"]["quota"] == "xfs"
     assert _settings(objects, "sup-homes")["home_dirs"]["size"] == "50Gi"
+    assert container["ports"] == [{"name": "metrics", "containerPort": 9200, "protocol": "TCP"}]
+    assert _settings(objects, "sup-homes")["home_dirs"]["metrics_port"] == 9200
     namespace = _by_kind(objects)["Namespace"]["metadata"]["labels"]
     assert namespace["pod-security.kubernetes.io/enforce"] == "privileged"
 
