@@ -29,7 +29,9 @@ def _section(log_level: str) -> HomeDirsSettings:
 
 @app.command()
 def sync(
-    once: bool = typer.Option(True, "--once", help="one pass, then exit (`sup homes serve` keeps running)"),
+    once: bool = typer.Option(
+        False, "--once", help="one pass, then exit (required: `sup homes serve` keeps running)"
+    ),
     passwd: Path | None = typer.Option(
         None, "--passwd", help="read the people from this file of passwd lines instead of the API server"
     ),
@@ -40,6 +42,8 @@ def sync(
     from sup.home_dirs.service import Memo, report
     from sup.home_dirs.service import sync as sync_pass
 
+    if not once:
+        fail("`sup homes sync` makes one pass: say --once (`sup homes serve` keeps running)", Exit.USAGE)
     section = _section(log_level)
     if passwd is not None:
         try:

@@ -137,3 +137,14 @@ def test_a_rename_out_of_a_deeper_directory_finds_the_old_home(tmp_path: Path) -
     assert outcome.moved == ["alice"] and outcome.made == []
     assert (mount / "alice" / "data").read_text() == "kept"
     assert owner_mode(mount / "old" / "lab") == (0, 0, 0o755)  # the parents stay
+
+
+def test_sync_without_once_is_a_usage_error_and_without_a_section_not_ready(tmp_path: Path) -> None:
+    command = [sys.executable, "-c", "from sup.cli import main; main()", "homes", "sync"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SUP_")}
+    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=60, check=False)
+    assert done.returncode == 2 and "--once" in done.stderr
+    done = subprocess.run(
+        [*command, "--once"], capture_output=True, text=True, env=env, timeout=60, check=False
+    )
+    assert done.returncode == 6 and "no `home_dirs` settings section" in done.stderr
