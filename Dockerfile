@@ -30,6 +30,11 @@ LABEL org.opencontainers.image.title="sup" \
       org.opencontainers.image.description="User provisioning for Slurm-on-Kubernetes clusters" \
       org.opencontainers.image.version="0.1.0" \
       org.opencontainers.image.licenses="Apache-2.0"
+# xfsprogs: xfs_quota, for `sup homes serve` with home_dirs.quota xfs (docs/homes.md)
+RUN apt-get update \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends xfsprogs \
+ && apt-get clean \
+ && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt /var/log/dpkg.log
 RUN groupadd --system --gid 10001 sup \
  && useradd --system --uid 10001 --gid 10001 --home-dir /var/lib/sup --create-home --shell /usr/sbin/nologin sup
 COPY --from=build /opt/sup /opt/sup

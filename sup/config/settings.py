@@ -25,6 +25,7 @@ from pydantic_settings import (
 from sup.config.accounts import AccessPolicy, AccountPolicy
 from sup.config.api import ApiSettings, LogSettings, OidcSettings, ScimSettings
 from sup.config.gateway import GatewaySettings
+from sup.config.home_dirs import HomeDirsSettings
 from sup.config.ids import IdPolicy
 from sup.config.reconcile import LifecycleSettings, ReconcileSettings
 from sup.config.sources import KeycloakSettings, SourcePolicy
@@ -57,6 +58,7 @@ class SettingsBase(BaseSettings):
     lifecycle: LifecycleSettings = LifecycleSettings()
     scim: ScimSettings = ScimSettings()
     gateway: GatewaySettings | None = None  # absent: no SSH gateway, login pods never sleep
+    home_dirs: HomeDirsSettings | None = None  # `sup homes serve` only (docs/homes.md)
 
     # The target specs this class has a section for (set by _compose).
     target_specs: ClassVar[tuple[TargetSpec[Any], ...]] = ()

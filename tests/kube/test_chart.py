@@ -18,7 +18,7 @@ import yaml
 from sup.config import Settings
 from sup.targets.kube.names import Owner
 from tests.support.helm import CHART, apply_objects, helm, render
-from tests.support.kubeapi import KubeApiServer, collection
+from tests.support.kubeapi import ApiError, KubeApiServer, collection
 
 REPO = Path(__file__).resolve().parents[2]
 VERSION = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
@@ -29,7 +29,8 @@ def _by_kind(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 
 def test_helm_lint_passes(helm_binary: str) -> None:
-    for settings in ([], ["--set", "gateway.enabled=true"]):
+    shared = ["--set", "kube.settings.home_mode=shared", "--set", "kube.settings.shared_home_claim=homes"]
+    for settings in ([], ["--set", "gateway.enabled=true"], shared, [*shared, "--set", "homes.quota=xfs"]):
         result = helm(helm_binary, "lint", "--strict", str(CHART), *settings)
         assert result.returncode == 0, result.stdout + result.stderr
         assert "1 chart(s) linted, 0 chart(s) failed" in result.stdout
@@ -722,3 +723,118 @@ def test_a_namespace_the_chart_does_not_create_must_enforce_pod_security(
     assert "Namespace" not in _by_kind(
         render(helm_binary, "sup-system", f"kube.namespace={absent}", "kube.createNamespace=false")
     )
+
+
+# --- the home directory maker (docs/homes.md) --------------------------------------------------------
+
+SHARED = ("kube.settings.home_mode=shared", "kube.settings.shared_home_claim=site-homes")
+
+
+def _homes(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {o["kind"]: o for o in objects if o["metadata"]["name"].endswith("-homes")}
+
+
+def test_the_home_maker_runs_only_in_shared_mode_with_the_least_it_needs(helm_binary: str) -> None:
+    assert _homes(render(helm_binary, "sup-system")) == {}
+    objects = render(helm_binary, "sup-system", *SHARED, "homes.settings.resync_seconds=600")
+    homes = _homes(objects)
+    assert set(homes) == {"ServiceAccount", "Role", "RoleBinding", "ConfigMap", "Deployment"}
+    assert {o["metadata"]["namespace"] for o in homes.values()} == {"sup-users"}
+    assert homes["Role"]["rules"] == [
+        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch"]}
+    ]
+    assert homes["RoleBinding"]["subjects"] == [
+        {"kind": "ServiceAccount", "name": "sup-homes", "namespace": "sup-users"}
+    ]
+    deployment = homes["Deployment"]["spec"]
+    assert deployment["replicas"] == 1 and deployment["strategy"] == {"type": "Recreate"}
+    pod = deployment["template"]["spec"]
+    assert pod["serviceAccountName"] == "sup-homes"
+    assert pod["securityContext"]["runAsUser"] == 0
+    (container,) = pod["containers"]
+    assert container["args"] == ["homes", "serve"]
+    assert container["ports"] == [{"name": "metrics", "containerPort": 9103, "protocol": "TCP"}]
+    assert container["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "capabilities": {"drop": ["ALL"], "add": ["CHOWN", "FOWNER"]},
+    }
+    assert {"name": "homes", "persistentVolumeClaim": {"claimName": "site-homes"}} in pod["volumes"]
+    assert {"name": "homes", "mountPath": "/srv/homes"} in container["volumeMounts"]
+    section = _settings(objects, "sup-homes")["home_dirs"]
+    assert section == {
+        "namespace": "sup-users", "mount": "/srv/homes", "home_root": "/home", "quota": "none",
+        "size": "10Gi", "resync_seconds": 600,
+    }  # fmt: skip
+    namespace = _by_kind(objects)["Namespace"]["metadata"]["labels"]
+    assert namespace["pod-security.kubernetes.io/enforce"] == "baseline"
+
+
+def test_the_home_makers_rendered_settings_load_in_sup(helm_binary: str, monkeypatch, tmp_path: Path) -> None:
+    objects = render(helm_binary, "sup-system", *SHARED, "kube.settings.home_root=/shared/home")
+    (tmp_path / "sup.yaml").write_text(_homes(objects)["ConfigMap"]["data"]["sup.yaml"])
+    monkeypatch.setenv("SUP_CONFIG", str(tmp_path / "sup.yaml"))
+    from sup.config import load_settings
+
+    section = load_settings().home_dirs
+    assert section is not None and section.home_root == "/shared/home" and section.namespace == "sup-users"
+
+
+def test_xfs_quotas_add_sys_admin_and_make_the_namespace_privileged(helm_binary: str) -> None:
+    objects = render(
+        helm_binary,
+        "sup-system",
+        *SHARED,
+        "homes.quota=xfs",
+        "homes.size=50Gi",
+        "homes.settings.metrics_port=9200",
+    )
+    homes = _homes(objects)
+    (container,) = homes["Deployment"]["spec"]["template"]["spec"]["containers"]
+    assert container["securityContext"]["capabilities"]["add"] == ["CHOWN", "FOWNER", "SYS_ADMIN"]
+    assert _settings(objects, "sup-homes")["home_dirs"]["quota"] == "xfs"
+    assert _settings(objects, "sup-homes")["home_dirs"]["size"] == "50Gi"
+    assert container["ports"] == [{"name": "metrics", "containerPort": 9200, "protocol": "TCP"}]
+    assert _settings(objects, "sup-homes")["home_dirs"]["metrics_port"] == 9200
+    namespace = _by_kind(objects)["Namespace"]["metadata"]["labels"]
+    assert namespace["pod-security.kubernetes.io/enforce"] == "privileged"
+
+
+def test_shared_homes_without_a_claim_or_with_a_bad_quota_fail_with_a_message(helm_binary: str) -> None:
+    result = helm(helm_binary, "template", "sup", str(CHART), "--set", "kube.settings.home_mode=shared")
+    assert result.returncode != 0 and "kube.settings.shared_home_claim is required" in result.stderr
+    result = helm(helm_binary, "template", "sup", str(CHART), *(x for s in SHARED for x in ("--set", s)),
+                  "--set", "homes.quota=zfs")  # fmt: skip
+    assert result.returncode != 0 and 'homes.quota "zfs"' in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("quota", "level", "stricter"), [("none", "baseline", "restricted"), ("xfs", "privileged", "baseline")]
+)
+def test_the_home_makers_pod_is_admitted_where_the_chart_puts_it_and_needs_that_level(
+    helm_binary: str, kubeapi: KubeApiServer, release_namespace: str, quota: str, level: str, stricter: str
+) -> None:
+    release = f"sup-{uuid.uuid4().hex[:8]}"
+    objects = render(helm_binary, release_namespace, *SHARED, f"homes.quota={quota}", release=release)
+    target = f"{release}-users"
+    with kubeapi.admin() as admin:
+        apply_objects(admin, [o for o in objects if o["kind"] != "NetworkPolicy"], release_namespace)
+        namespace = admin.get(f"/api/v1/namespaces/{target}")
+        assert namespace is not None
+        assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == level
+        template = _homes(objects)["Deployment"]["spec"]["template"]
+        pod = {
+            "metadata": {"name": "homes-pod", "labels": template["metadata"]["labels"]},
+            "spec": template["spec"],
+        }
+        created = admin.create(collection(target, "pods"), pod)
+        assert created["metadata"]["name"] == "homes-pod"  # admitted
+        # one level stricter refuses it (without its ServiceAccount, which exists only in the target)
+        elsewhere = kubeapi.new_namespace("stricter", pod_security=stricter)
+        spec = {k: v for k, v in template["spec"].items() if k != "serviceAccountName"}
+        with pytest.raises(ApiError) as refused:
+            admin.create(
+                collection(elsewhere, "pods"),
+                {**pod, "spec": {**spec, "automountServiceAccountToken": False}},
+            )
+        assert refused.value.status == 403 and "violates PodSecurity" in str(refused.value)

@@ -62,7 +62,9 @@ nothing under `helm template`, so only a real install or upgrade (or --dry-run=s
 {{- fail (printf "kube.podSecurity %q: use restricted or baseline (login pods need no more, and SUP may create pods there)" .Values.kube.podSecurity) -}}
 {{- end -}}
 {{- .Values.kube.podSecurity -}}
-{{- else if (default dict .Values.kube.settings).group_pods -}}
+{{- else if and (include "sup.homesEnabled" .) (eq .Values.homes.quota "xfs") -}}
+privileged
+{{- else if or (default dict .Values.kube.settings).group_pods (include "sup.homesEnabled" .) -}}
 baseline
 {{- else -}}
 restricted
@@ -202,9 +204,44 @@ kube-system, and the check is skipped; `helm template --dry-run=server`, install
 {{- end -}}
 {{- $enforce := dig "metadata" "labels" "pod-security.kubernetes.io/enforce" "" $namespace -}}
 {{- $accepted := ternary (list "restricted" "baseline") (list "restricted") (eq $level "baseline") -}}
+{{- if eq $level "privileged" -}}{{- $accepted = list "restricted" "baseline" "privileged" -}}{{- end -}}
 {{- if not (has $enforce $accepted) -}}
 {{- fail (printf "namespace %q enforces Pod Security %q; SUP provisions there and needs %s: %s (the chart does not create it, so it does not label it)" $name (default "nothing" $enforce) (join " or " $accepted) $fix) -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}
+{{- end -}}
+
+{{/* The home directory maker (docs/homes.md): on when kube.settings.home_mode is shared. */}}
+{{- define "sup.homesEnabled" -}}
+{{- if and .Values.kube.enabled (eq (dig "home_mode" "claim" (default dict .Values.kube.settings)) "shared") -}}
+true
+{{- end -}}
+{{- end -}}
+
+{{- define "sup.homesName" -}}
+{{- printf "%s-homes" (include "sup.fullname" . | trunc 57 | trimSuffix "-") -}}
+{{- end -}}
+
+{{- define "sup.homesSelectorLabels" -}}
+app.kubernetes.io/name: {{ printf "%s-homes" (include "sup.name" .) }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "sup.homesLabels" -}}
+{{ include "sup.homesSelectorLabels" . }}
+app.kubernetes.io/component: homes
+app.kubernetes.io/part-of: {{ include "sup.name" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{- end -}}
+
+{{/* The maker's own SUP_CONFIG: the `home_dirs` section (values `homes`) and the log format. */}}
+{{- define "sup.homesConfig" -}}
+{{- $kube := default dict .Values.kube.settings -}}
+{{- $section := dict "namespace" (include "sup.targetNamespace" .) "mount" "/srv/homes" "home_root" (default "/home" $kube.home_root) "quota" .Values.homes.quota "size" .Values.homes.size -}}
+{{- $section = merge $section (deepCopy (default dict .Values.homes.settings)) -}}
+{{- $log := dig "log" (dict) (default dict .Values.config) -}}
+{{- toYaml (dict "home_dirs" $section "log" $log) -}}
 {{- end -}}
