@@ -29,7 +29,7 @@ from sup.scim.schemas import SupEnterpriseUser, SupUser, group_resource_type, us
 
 DOCUMENTATION = "https://github.com/sup-project/sup#scim"
 
-# What IdPs send that a strict reading refuses (see README "SCIM"): Entra ID removes members with
+# What IdPs send that a strict reading refuses (see docs/identity-providers.md, "SCIM"): Entra ID removes members with
 # `"value": [...]` on a `remove`, and adds `emails[type eq "work"].value` when there is no such email.
 # Capitalised ops, "True"/"False" strings and dotted path-less keys need no setting.
 IDP_POLICY = ScimPolicy(
