@@ -41,7 +41,7 @@ FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.MULTILINE | re.DOTALL)
 SUBSTITUTION = re.compile(r"\$\(([^()]*)\)")
 # Programs the doc may run that this test cannot check further (the reader's own tools, or commands
 # run in a login pod).
-OTHER_PROGRAMS = {"createuser", "createdb", "ssh-keygen", "rm", "printf", "sbatch", "cat"}
+OTHER_PROGRAMS = {"createuser", "createdb", "sacctmgr", "ssh-keygen", "rm", "printf", "sbatch", "cat"}
 
 # Keys that other parts of issue 25 bring (the Slurm target and the home maker in the chart, the shared
 # home mode in the Kubernetes target). Until the chart or SUP knows them, the doc's use of them is
