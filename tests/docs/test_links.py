@@ -5,7 +5,9 @@ example domains and top-level domains (RFC 2606, RFC 6761), loopback, the docume
 blocks (RFC 5737, RFC 3849), a cluster-internal name (`*.svc`, `*.cluster.local`), a single label
 (`http://sup:8080`, `https://SUP/scim/v2`: a placeholder or a Service name, never a public site), or
 a template placeholder (`{host}`, `%s`). Other schemes (ldap://, postgresql://, urn:...) are
-addresses of the site's own servers or names, not links, and are not looked at.
+addresses of the site's own servers or names, not links, and are not looked at; so are URLs that
+are only identifiers, never fetched: a JSON Schema's `"$schema"` (the chart's values.schema.json
+names its draft so) and an XML namespace (`xmlns="..."`).
 
 Markdown links without a scheme must resolve to a file or directory inside the repository.
 """
@@ -29,6 +31,7 @@ DOCUMENTATION_NETS = [
     for n in ("127.0.0.0/8", "192.0.2.0/24", "198.51.100.0/24", "203.0.113.0/24", "::1/128", "2001:db8::/32")
 ]
 MARKDOWN_LINK = re.compile(r"\]\(([^)\s]+)\)")
+IDENTIFIER = re.compile(r"""("\$schema"\s*:\s*"|xmlns(:[\w-]+)?\s*=\s*["'])$""")
 
 
 def tracked_text_files() -> list[Path]:
@@ -73,7 +76,11 @@ def is_placeholder(host: str) -> bool:
 
 
 def external_urls(text: str) -> list[str]:
-    return [m.group(0) for m in URL.finditer(text) if not is_placeholder(host_of(m.group(1)))]
+    return [
+        m.group(0)
+        for m in URL.finditer(text)
+        if not is_placeholder(host_of(m.group(1))) and not IDENTIFIER.search(text[: m.start()])
+    ]
 
 
 @pytest.mark.parametrize(
@@ -99,6 +106,20 @@ def external_urls(text: str) -> list[str]:
 def test_the_check_tells_real_sites_from_placeholders(rest: str, external: bool) -> None:
     for scheme in ("http", "https"):
         assert bool(external_urls(f"see {scheme}://{rest} there")) is external
+
+
+@pytest.mark.parametrize(
+    ("before", "external"),
+    [
+        ('{"$schema": "', False),
+        ('<svg xmlns="', False),
+        ('<x xmlns:xsi="', False),
+        ('{"documentation": "', True),
+        ('"$schema": "x", "home": "', True),
+    ],
+)
+def test_identifiers_are_not_links(before: str, external: bool) -> None:
+    assert bool(external_urls(before + "http" + '://json-schema.org/draft-07/schema#"')) is external
 
 
 def test_no_tracked_file_links_to_a_site_outside_the_repository() -> None:
