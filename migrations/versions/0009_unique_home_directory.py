@@ -9,8 +9,8 @@ Existing data: homes stored before the one-home rule (0007's time) may repeat. T
 not pick a winner: if any home is shared it fails before changing anything, naming each shared home
 and its users (`sup db upgrade` exits 6); give each person their own home (PATCH
 /api/v1/users/NAME `home_directory`) and run it again. Homes nested in each other are not looked
-for here: a stored home stays until it changes (README "Home directories"), and every new or changed
-home is checked.
+for here: a stored home stays until it changes (docs/api.md, "Home directories"), and every new or
+changed home is checked.
 
 Revision ID: 0009
 Revises: 0008

@@ -20,7 +20,7 @@ person. A home must therefore:
   (sup/users/homes.py).
 
 The rule is checked when a home is written (created, changed, or moved by a rename); a stored home
-that breaks it stays until it changes (README "Home directories").
+that breaks it stays until it changes (docs/api.md, "Home directories").
 """
 
 from __future__ import annotations

@@ -27,10 +27,9 @@ from scim2_models import (
 from sup.config import Settings
 from sup.scim.schemas import SupEnterpriseUser, SupUser, group_resource_type, user_resource_type
 
-DOCUMENTATION = "https://github.com/sup-project/sup#scim"
-
-# What IdPs send that a strict reading refuses (see README "SCIM"): Entra ID removes members with
-# `"value": [...]` on a `remove`, and adds `emails[type eq "work"].value` when there is no such email.
+# What IdPs send that a strict reading refuses (see docs/identity-providers.md, "SCIM"): Entra ID
+# removes members with `"value": [...]` on a `remove`, and adds `emails[type eq "work"].value` when
+# there is no such email.
 # Capitalised ops, "True"/"False" strings and dotted path-less keys need no setting.
 IDP_POLICY = ScimPolicy(
     unknown=ScimPolicy.Unknown.ignore,
@@ -47,8 +46,9 @@ def bulk_payload_limit(settings: Settings) -> int:
 def service_provider_config(settings: Settings) -> ServiceProviderConfig:
     scim = settings.scim
     bulk_on = scim.bulk_max_operations > 0
+    # No documentationUri (optional, RFC 7643 section 5): SUP has no public site to name, and a
+    # site's own help page is not known here.
     return ServiceProviderConfig(
-        documentation_uri=DOCUMENTATION,
         patch=Patch(supported=True),
         bulk=Bulk(
             supported=bulk_on,

@@ -1,4 +1,4 @@
-"""The schema files SUP ships load the way the README tells operators to load them: the LDIFs with
+"""The schema files SUP ships load the way docs/ldap.md tells operators to load them: the LDIFs with
 `ldapadd -Y EXTERNAL -H ldapi:///` into a running cn=config slapd, after which entries can use them.
 (The .schema files are what every other LDAP test's slapd.conf includes.)"""
 

@@ -57,7 +57,7 @@ class KubeSettings(Section):
     )
     image: str = Field(
         "localhost/sup-login:0.1.0",
-        description="login image (README, 'The login image'): scripts/build-images makes this one; a "
+        description="login image (docs/images.md, 'The login image'): scripts/build-images makes this one; a "
         "site pushes it to its registry and sets the name it has there",
     )
     image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = "IfNotPresent"

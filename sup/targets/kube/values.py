@@ -12,7 +12,8 @@ import re
 from collections.abc import Iterable
 from decimal import Decimal, InvalidOperation
 
-# https://kubernetes.io/docs/reference/kubernetes-api/common-definitions/quantity/
+# A Kubernetes quantity (the API reference's "Quantity"): a decimal number, an optional exponent or
+# SI / binary suffix (m, k, M, ..., Ki, Mi, ...).
 _QUANTITY = re.compile(r"^([+-]?[0-9.]+)([eE][+-]?[0-9]+|[numkMGTPE]i?|Ki|)$")
 _SUFFIX = {
     "": Decimal(1),

@@ -18,7 +18,7 @@ _UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 class SlurmSettings(Section):
-    """The Slurm accounting target (settings key `slurm`); see README "Slurm target"."""
+    """The Slurm accounting target (settings key `slurm`); see docs/slurm.md."""
 
     cluster: str = Field(description="the cluster SUP provisions (as registered in slurmdbd)")
     sacctmgr: str = Field("sacctmgr", description="path of sacctmgr; SLURM_CONF passes through")
