@@ -208,3 +208,10 @@ kube-system, and the check is skipped; `helm template --dry-run=server`, install
 {{- end -}}
 {{- end -}}
 {{- end -}}
+
+{{/* The `helm test` Pod's labels (templates/tests/test-sup.yaml): a name of its own, so that no
+Service or NetworkPolicy of SUP's takes it for SUP's pods; the gateway's pods' policy admits it. */}}
+{{- define "sup.testSelectorLabels" -}}
+app.kubernetes.io/name: {{ printf "%s-test" (include "sup.name" .) }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
