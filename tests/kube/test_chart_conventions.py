@@ -267,7 +267,7 @@ def test_the_helm_test_check_asks_until_the_leader_answers_and_names_an_unreacha
         passed = _run_check(url)
     finally:
         server.shutdown()
-    assert passed.returncode == 0, passed.stderr
+    assert passed.returncode == 0, passed.stdout
     assert "target kube: reachable (planned in the last pass" in passed.stdout
     assert "target ldap: reachable (applied in the last pass" in passed.stdout
     assert "target slurm: disabled" in passed.stdout
@@ -283,7 +283,7 @@ def test_the_helm_test_check_asks_until_the_leader_answers_and_names_an_unreacha
     finally:
         server.shutdown()
     assert failed.returncode == 1
-    assert "FAILED: target ldap not reachable: error: cannot connect: LDAPSocketOpenError" in failed.stderr
+    assert "FAILED: target ldap not reachable: error: cannot connect: LDAPSocketOpenError" in failed.stdout
     assert "target kube: reachable" in failed.stdout and "helm test: FAILED" in failed.stdout
 
 
@@ -299,13 +299,13 @@ def test_the_helm_test_check_fails_when_sup_is_not_ready_or_only_standbys_answer
         finally:
             server.shutdown()
         assert result.returncode == 1, result.stdout
-        assert "FAILED: SUP not ready: " in result.stderr and message in result.stderr, result.stderr
+        assert "FAILED: SUP not ready: " in result.stdout and message in result.stdout, result.stdout
     with socket.socket() as closed:  # a port nobody listens on
         closed.bind(("127.0.0.1", 0))
         nobody = f"http://127.0.0.1:{closed.getsockname()[1]}"
     result = _run_check(nobody, timeout=2)
     assert (
-        result.returncode == 1 and f"FAILED: SUP not ready: {nobody}/readyz does not answer" in result.stderr
+        result.returncode == 1 and f"FAILED: SUP not ready: {nobody}/readyz does not answer" in result.stdout
     )
 
 
@@ -334,13 +334,13 @@ def test_the_helm_test_check_wants_an_ssh_banner_from_the_gateway() -> None:
         listener.close()
         closed = _run_check(url, gateway=f"127.0.0.1:{port}", timeout=2)
         server.shutdown()
-    assert answered.returncode == 0, answered.stderr
+    assert answered.returncode == 0, answered.stdout
     assert f"gateway 127.0.0.1:{port}: accepts TCP (SSH-2.0-AsyncSSH_2.14.2)" in answered.stdout
     assert (
         wrong.returncode == 1
-        and "accepted TCP but sent no SSH banner ('HTTP/1.1 400 Bad Request')" in wrong.stderr
+        and "accepted TCP but sent no SSH banner ('HTTP/1.1 400 Bad Request')" in wrong.stdout
     )
-    assert closed.returncode == 1 and f"FAILED: gateway 127.0.0.1:{port} does not accept TCP" in closed.stderr
+    assert closed.returncode == 1 and f"FAILED: gateway 127.0.0.1:{port} does not accept TCP" in closed.stdout
 
 
 # --- resources, disruption budgets, anti-affinity, NOTES -----------------------------------------------

@@ -112,7 +112,7 @@ def main() -> int:
     deadline = time.monotonic() + float(os.environ.get("TIMEOUT_SECONDS", "120"))
     url = os.environ["SUP_URL"].rstrip("/")
     if not url.startswith(("http://", "https://")):
-        print(f"FAILED: SUP_URL {url!r} is not an http(s):// address", file=sys.stderr)
+        print(f"FAILED: SUP_URL {url!r} is not an http(s):// address")
         return 2
     lines, failures = check_sup(url, deadline)
     gateway = os.environ.get("GATEWAY", "")
@@ -122,8 +122,8 @@ def main() -> int:
         failures += failed
     for line in lines:
         print(line)
-    for failure in failures:
-        print(f"FAILED: {failure}", file=sys.stderr)
+    for failure in failures:  # on stdout too: after what passed, in the order `helm test --logs` shows
+        print(f"FAILED: {failure}")
     print("helm test: " + ("FAILED" if failures else "passed"))
     return 1 if failures else 0
 
