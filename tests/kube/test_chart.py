@@ -52,6 +52,8 @@ def test_the_chart_renders_a_restricted_deployment_with_probes_and_secret_refere
         "Job",
         "ValidatingAdmissionPolicy",
         "ValidatingAdmissionPolicyBinding",
+        "PodDisruptionBudget",  # two replicas by default
+        "Pod",  # the `helm test` hook
     }
 
     deployment = kinds["Deployment"]
@@ -258,7 +260,7 @@ def test_the_gateway_is_off_by_default(helm_binary: str) -> None:
 def test_the_gateway_runs_restricted_with_its_secrets_mounted_read_only(helm_binary: str) -> None:
     objects = render(helm_binary, "sup-system", GATEWAY)
     gateway = _gateway(objects)
-    assert set(gateway) == {"ConfigMap", "Deployment", "Service", "NetworkPolicy"}
+    assert set(gateway) == {"ConfigMap", "Deployment", "Service", "NetworkPolicy", "PodDisruptionBudget"}
     deployment = gateway["Deployment"]
     assert deployment["metadata"]["name"] == "sup-gateway"
     assert deployment["spec"]["replicas"] == 2
@@ -496,7 +498,12 @@ def test_the_gateways_own_pods_take_ssh_and_reach_sup_login_pods_and_dns_only(he
     policy = _pods_policy(objects)
     assert policy is not None
     ssh, metrics = policy["spec"]["ingress"]
-    assert ssh["from"] == [office]
+    tester = {
+        "podSelector": {
+            "matchLabels": {"app.kubernetes.io/name": "sup-test", "app.kubernetes.io/instance": "sup"}
+        }
+    }
+    assert ssh["from"] == [office, tester]  # and the `helm test` pod, which checks the port answers
     assert metrics["from"] == [monitoring] and _ports(metrics) == [("TCP", 9102), ("TCP", 9103)]  # per worker
     assert [rule["ports"] for rule in policy["spec"]["egress"]][1:] == [
         [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}],  # no login pods without kube

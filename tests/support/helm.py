@@ -65,6 +65,8 @@ PLURAL = {
     "Service": "services",
     "Deployment": "deployments",
     "Job": "jobs",
+    "PodDisruptionBudget": "poddisruptionbudgets",
+    "Pod": "pods",  # the `helm test` hook
 }
 
 

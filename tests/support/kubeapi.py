@@ -453,5 +453,6 @@ def collection(namespace: str, plural: str) -> str:
         "rolebindings": "/apis/rbac.authorization.k8s.io/v1",
         "jobs": "/apis/batch/v1",
         "cronjobs": "/apis/batch/v1",
+        "poddisruptionbudgets": "/apis/policy/v1",
     }.get(plural, "/api/v1")
     return f"{group}/namespaces/{namespace}/{plural}"

@@ -245,3 +245,10 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- $log := dig "log" (dict) (default dict .Values.config) -}}
 {{- toYaml (dict "home_dirs" $section "log" $log) -}}
 {{- end -}}
+
+{{/* The `helm test` Pod's labels (templates/tests/test-sup.yaml): a name of its own, so that no
+Service or NetworkPolicy of SUP's takes it for SUP's pods; the gateway's pods' policy admits it. */}}
+{{- define "sup.testSelectorLabels" -}}
+app.kubernetes.io/name: {{ printf "%s-test" (include "sup.name" .) }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
