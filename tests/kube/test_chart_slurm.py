@@ -62,6 +62,9 @@ def test_the_munge_sidecar_alone_mounts_the_key_and_sup_reads_slurm_conf(helm_bi
     containers = _containers(pod)
     assert list(containers) == ["sup", "munge"]
     sup, munge = containers["sup"], containers["munge"]
+    (deployment,) = [o for o in objects if o["kind"] == "Deployment"]
+    annotations = deployment["spec"]["template"]["metadata"]["annotations"]
+    assert annotations["kubectl.kubernetes.io/default-container"] == "sup"  # `kubectl exec deploy/sup`
 
     env = {e["name"]: e.get("value") for e in sup["env"]}
     assert env["SLURM_CONF"] == "/etc/slurm/slurm.conf"
