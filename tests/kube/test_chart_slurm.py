@@ -153,6 +153,9 @@ def test_slurm_values_that_cannot_work_are_refused_with_what_to_set(helm_binary:
     assert "slurm.enabled needs slurm.slurmConf.configMap" in template(*ENABLED, "slurm.slurmConf.configMap=")
     assert "slurm.enabled needs slurm.mungeKey.secret" in template(*ENABLED, "slurm.mungeKey.secret=")
     assert "slurm.mungeUid 0: munged runs as a non-root uid" in template(*ENABLED, "slurm.mungeUid=0")
+    assert "slurm.enabled needs podSecurityContext.fsGroup" in template(
+        *ENABLED, "podSecurityContext.fsGroup=null"
+    )
     assert 'config.slurm.lock_dir "/tmp/lock": not in or above /tmp' in template(
         *ENABLED, "config.slurm.lock_dir=/tmp/lock"
     )

@@ -102,6 +102,9 @@ lock_dir set to the emptyDir the chart mounts there), after refusing values that
 {{- if le (int (default 0 $slurm.mungeUid)) 0 -}}
 {{- fail (printf "slurm.mungeUid %v: munged runs as a non-root uid (a number above 0)" $slurm.mungeUid) -}}
 {{- end -}}
+{{- if not (default dict .Values.podSecurityContext).fsGroup -}}
+{{- fail "slurm.enabled needs podSecurityContext.fsGroup (default 10001): the munge key Secret's file is root's, and munged in the sidecar reads it through that group" -}}
+{{- end -}}
 {{- $lockDir := $section.lock_dir | default "/run/lock/sup" -}}
 {{- if or (not (isAbs $lockDir)) (ne (clean $lockDir) $lockDir) (eq $lockDir "/") -}}
 {{- fail (printf "config.slurm.lock_dir %q: use an absolute, clean path (the chart mounts an emptyDir there)" $lockDir) -}}
