@@ -475,6 +475,7 @@ def test_the_chart_installed_with_helm_runs_sup_which_provisions_a_person_who_lo
         # --- the first token, as the chart's NOTES say; then a person with a key, through the API
         notes = helm(helm_binary, "get", "notes", release, "--namespace", namespace, *kubeconfig).stdout
         assert f"exec deploy/{release} -- sup token create --name ops --role operator" in notes
+        assert "as uid 10001 (munge, in the `munge` sidecar)" in notes  # slurm.enabled: SUP's Slurm identity
         token = in_pod("sup", "token", "create", "--name", "ops", "--role", "operator").strip()
         assert token and "\n" not in token
         headers = {"Authorization": f"Bearer {token}"}
