@@ -4,6 +4,16 @@
 # Stage 1 builds SUP's wheel and installs it, with the exact dependency versions CI tests
 # (constraints.txt), into a virtualenv; stage 2 is the same slim Python with only that virtualenv,
 # run as an unprivileged user (uid 10001, the chart's runAsUser), with no build tools or caches.
+#
+# Slurm: stage 2 also carries the Slurm client (sacctmgr, for the Slurm target) and munge (munged
+# runs in the chart's `munge` sidecar from this same image, /usr/local/sbin/sup-munged), Debian 12's
+# by default: Slurm 22.05. sacctmgr talks to the site's slurmdbd, and Slurm's RPC is compatible only
+# within two major releases of the daemon (a 22.05 client works with slurmdbd 22.05 to 23.11, not
+# with 24.05), so a site builds the image with ITS Slurm (docs/slurm.md, "Matching your Slurm"):
+#   --build-arg SLURM_PACKAGES="slurm-client=VERSION munge"   other package versions from the base's
+#                                                              apt sources (e.g. a site repository)
+#   --build-arg SLURM_PACKAGES= --build-arg PYTHON_IMAGE=IMAGE an image of the site's that already
+#                                                              has sacctmgr and munged (only xfsprogs added)
 ARG PYTHON_IMAGE=python:3.11.11-slim-bookworm
 
 FROM ${PYTHON_IMAGE} AS build
@@ -30,11 +40,23 @@ LABEL org.opencontainers.image.title="sup" \
       org.opencontainers.image.description="User provisioning for Slurm-on-Kubernetes clusters" \
       org.opencontainers.image.version="0.1.0" \
       org.opencontainers.image.licenses="Apache-2.0"
-# xfsprogs: xfs_quota, for `sup homes serve` with home_dirs.quota xfs (docs/homes.md)
-RUN apt-get update \
- && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends xfsprogs \
+ARG SLURM_PACKAGES="slurm-client munge"
+# xfsprogs: xfs_quota, for `sup homes serve` with home_dirs.quota xfs (docs/homes.md).
+# policy-rc.d: no package may start a daemon while building. Then no munge key from munge's postinst
+# (the key is a Secret mounted into the sidecar only), no apt lists, docs or logs, no setuid or setgid
+# programs (the chart runs every container with allowPrivilegeEscalation false). /etc/slurm is the
+# ConfigMap's mount point (slurm.conf), /run/munge munged's socket directory (an emptyDir).
+RUN printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod 755 /usr/sbin/policy-rc.d \
+ && apt-get update \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends xfsprogs $SLURM_PACKAGES \
  && apt-get clean \
- && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt /var/log/dpkg.log
+ && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/cache/debconf/*-old /var/log/apt \
+        /var/log/dpkg.log /var/log/alternatives.log /usr/share/doc/* /usr/share/man/* \
+        /usr/sbin/policy-rc.d \
+ && rm -f /etc/munge/munge.key /var/lib/munge/* \
+ && find / -xdev -type f -perm /6000 -exec chmod ug-s {} + \
+ && mkdir -p /etc/slurm /run/munge
+COPY images/login/sup-munged /usr/local/sbin/sup-munged
 RUN groupadd --system --gid 10001 sup \
  && useradd --system --uid 10001 --gid 10001 --home-dir /var/lib/sup --create-home --shell /usr/sbin/nologin sup
 COPY --from=build /opt/sup /opt/sup

@@ -1,16 +1,20 @@
 """SUP's Helm chart, installed with `helm install` into the real test cluster (tests/support/kubenode.py),
-runs SUP from its image and provisions a person who then logs in.
+runs SUP from its image and provisions a person who then logs in, and whose Slurm association SUP
+writes into the test slurmdbd through the munge sidecar (`slurm.enabled`).
 
 What an operator does, step by step: import SUP's image and the login image into the node (there is no
 registry), give SUP a PostgreSQL database its pods reach (a server of the test's own, listening on the
-node's address on the pod bridge as well as loopback, password logins from the pod network only),
-create the release's namespace and the database-URL Secret, `helm install --wait` with values for this
-node, take the first token the way the chart's NOTES say (`kubectl exec deploy/... -- sup token create`),
-and add a person through the API. Checked on the way: the migration hook ran against that database
-before SUP started, SUP's pod is Ready (/readyz), its ServiceAccount holds exactly the chart's Role (in
-the users' namespace; nothing in the release's), SUP reaches the API server in-cluster through the
-`kubernetes` Service with the token and CA the controller-manager hands out, the person's `ssh` into
-their login pod prints their name, and `helm uninstall` keeps the users' namespace with the homes.
+node's address on the pod bridge as well as loopback, password logins from the pod network only), create
+the release's namespace and the database-URL Secret, `helm install --wait` with values for this node,
+take the first token the way the chart's NOTES say (`kubectl exec deploy/... -- sup token create`), and
+add a person through the API. For Slurm, as docs/slurm.md says: a cluster of the test slurmdbd where
+SUP's uid is a Slurm Operator, reached at the node's address on the pod bridge; the site's slurm.conf in
+a ConfigMap and the munge key in a Secret of the release's namespace. Checked on the way: the migration
+hook ran against that database before SUP started, SUP's pod is Ready (/readyz), its ServiceAccount
+holds exactly the chart's Role (in the users' namespace; nothing in the release's), SUP reaches the API
+server in-cluster through the `kubernetes` Service with the token and CA the controller-manager hands
+out, the person's `ssh` into their login pod prints their name, and `helm uninstall` keeps the users'
+namespace with the homes.
 """
 
 from __future__ import annotations
@@ -36,10 +40,12 @@ from sup.store.migrate import head_revision
 from sup.targets.kube.names import USER_LABEL
 from sup.targets.kube.names import key as object_key
 from tests.e2e.login_site import SSH_FAILED, Person, Through, new_person
+from tests.support.chart_slurm import SiteSlurm, create_slurm_objects, merge_values, site_slurm, slurm_values
 from tests.support.helm import CHART, helm
 from tests.support.images import SUP_IMAGE, ImagesUnavailable, build_images
 from tests.support.kubenode import KUBERNETES_SERVICE_IP, KubeCluster
 from tests.support.postgres import PostgresServer, PostgresUnavailable
+from tests.support.slurmdbd import SUP_UID, SlurmdbdServer
 
 pytestmark = pytest.mark.timeout(1800)  # the first test may build the images
 
@@ -87,6 +93,14 @@ def sup_image(kube_cluster: KubeCluster, login_image: str) -> str:
     size = images.sup.stat().st_size / 2**20
     print(f"SUP's image ({size:.0f} MiB) imported into the node in {time.monotonic() - started:.1f} s")
     return SUP_IMAGE
+
+
+@pytest.fixture(scope="module")
+def chart_slurm(kube_cluster: KubeCluster, slurmdbd: SlurmdbdServer) -> Iterator[SiteSlurm]:
+    """A Slurm cluster of the test slurmdbd for SUP's pods, reached at the node's address on the pod
+    bridge (slurmdbd listens on every address), SUP's uid a Slurm Operator there."""
+    with site_slurm(slurmdbd, kube_cluster.pod_gateway) as site:
+        yield site
 
 
 @dataclass
@@ -316,6 +330,55 @@ def gateway_on(
     return InstalledGateway(int(service["spec"]["ports"][0]["nodePort"]), exec_in_gateway)
 
 
+def lab_account(sup_url: str, in_sup_pod: Callable[..., str], name: str) -> None:
+    """A group and the Slurm account bound to it, through the API with an admin token (Slurm
+    accounts are an admin's), the token taken as the chart's NOTES say."""
+    token = in_sup_pod("sup", "token", "create", "--name", "slurm-admin", "--role", "admin").strip()
+    headers = {"Authorization": f"Bearer {token}"}
+    for path, body in (("groups", {"name": name}), ("slurm/accounts", {"name": name, "group": name})):
+        response = httpx.post(f"{sup_url}/api/v1/{path}", json=body, headers=headers, timeout=30)
+        assert response.status_code == 201, response.text
+
+
+def assert_slurm_from_the_chart(
+    kube_cluster: KubeCluster,
+    namespace: str,
+    release: str,
+    site: SiteSlurm,
+    sup_url: str,
+    in_sup_pod: Callable[..., str],
+) -> None:
+    """SUP, installed from the chart with slurm.enabled, wrote alice's association in the `lab`
+    account into slurmdbd (as `sacctmgr show` on the host sees it) through the munge sidecar, as its
+    own uid; SUP's container holds no munge key; munged runs as the munge uid."""
+    started = time.monotonic()
+    try:
+        wait(lambda: ("lab", "alice") in site.associations(), "alice's association in slurmdbd", 60)
+    except AssertionError as exc:
+        reconciler = httpx.get(f"{sup_url}/readyz", timeout=5).json()["reconciler"]
+        raise AssertionError(
+            f"{exc}; SUP's reconciler: {reconciler}\n{diagnose(kube_cluster, namespace)}"
+        ) from None
+    print(
+        f"alice's association on {site.cluster} in slurmdbd {time.monotonic() - started:.1f} s after her pod"
+    )
+    # and nothing else: a new cluster's root, SUP's own identity, alice in the account of her group
+    assert site.associations() == {("root", "root"), ("root", "sup-service"), ("lab", "alice")}
+    readyz = httpx.get(f"{sup_url}/readyz", timeout=5).json()
+    assert readyz["reconciler"]["targets"]["slurm"]["error"] is None, readyz
+    # from SUP's container: the site's slurm.conf, a credential for SUP's own uid, no key anywhere
+    assert in_sup_pod("printenv", "SLURM_CONF").strip() == "/etc/slurm/slurm.conf"
+    credential = in_sup_pod("sh", "-c", "munge -n | unmunge")
+    assert ["UID:", "sup", f"({SUP_UID})"] in [line.split() for line in credential.splitlines()], credential
+    shown = in_sup_pod("sacctmgr", "-n", "-P", "show", "user", "sup-service", "format=User,AdminLevel")
+    assert shown.split() == ["sup-service|Operator"]
+    looked = in_sup_pod("sh", "-c", "ls /etc/munge-key /var/lib/munge 2>&1; true")
+    assert "munge.key" not in looked and "No such file" in looked
+    munge = ["-n", namespace, "exec", f"deploy/{release}", "-c", "munge", "--"]
+    assert kube_cluster.kubectl(*munge, "id", "-u").stdout.strip() == "994"
+    assert kube_cluster.kubectl(*munge, "ls", "/var/lib/munge").stdout.split().count("munge.key") == 1
+
+
 def migrated_revision(database: PodDatabase) -> str | None:
     """The database's Alembic revision; None before any migration."""
     with psycopg.connect(database.server.url(DATABASE).replace("+psycopg", "")) as connection:
@@ -331,6 +394,7 @@ def test_the_chart_installed_with_helm_runs_sup_which_provisions_a_person_who_lo
     sup_image: str,
     login_image: str,
     pod_database: PodDatabase,
+    chart_slurm: SiteSlurm,
     tmp_path: Path,
 ) -> None:
     release = f"sup-{uuid.uuid4().hex[:6]}"  # the chart's full name too (it contains "sup")
@@ -341,8 +405,10 @@ def test_the_chart_installed_with_helm_runs_sup_which_provisions_a_person_who_lo
         f"/api/v1/namespaces/{namespace}/secrets",
         {"metadata": {"name": "sup-database"}, "stringData": {"url": pod_database.url}},
     )
+    create_slurm_objects(kube_cluster.api, namespace, chart_slurm.slurm_conf, chart_slurm.munge_key)
     values_file = tmp_path / "values.yaml"
-    values_file.write_text(yaml.safe_dump(values(kube_cluster, login_image)))
+    chart_values = merge_values(values(kube_cluster, login_image), slurm_values(chart_slurm.cluster))
+    values_file.write_text(yaml.safe_dump(chart_values))
     kubeconfig = ["--kubeconfig", str(kube_cluster.kubeconfig)]
     assert migrated_revision(pod_database) is None  # an empty database: the hook migrates it
     installed = False
@@ -382,6 +448,7 @@ def test_the_chart_installed_with_helm_runs_sup_which_provisions_a_person_who_lo
             30,
         )
         assert readyz["database"]["state"] == "ok" and readyz["targets"]["kube"] == "configured"
+        assert readyz["targets"]["slurm"] == "configured"
 
         # --- RBAC: exactly the chart's Role, in the users' namespace only
         role = kube_cluster.api.get(f"/apis/rbac.authorization.k8s.io/v1/namespaces/{users}/roles/{release}")
@@ -408,14 +475,16 @@ def test_the_chart_installed_with_helm_runs_sup_which_provisions_a_person_who_lo
         # --- the first token, as the chart's NOTES say; then a person with a key, through the API
         notes = helm(helm_binary, "get", "notes", release, "--namespace", namespace, *kubeconfig).stdout
         assert f"exec deploy/{release} -- sup token create --name ops --role operator" in notes
+        assert "as uid 10001 (munge, in the `munge` sidecar)" in notes  # slurm.enabled: SUP's Slurm identity
         token = in_pod("sup", "token", "create", "--name", "ops", "--role", "operator").strip()
         assert token and "\n" not in token
         headers = {"Authorization": f"Bearer {token}"}
+        lab_account(sup_url, in_pod, "lab")
         alice = new_person(tmp_path, "alice")
         started = time.monotonic()
         response = httpx.post(
             f"{sup_url}/api/v1/users",
-            json={"username": "alice", "ssh_public_keys": [alice.public]},
+            json={"username": "alice", "ssh_public_keys": [alice.public], "groups": ["lab"]},
             headers=headers,
             timeout=30,
         )
@@ -464,6 +533,7 @@ def test_the_chart_installed_with_helm_runs_sup_which_provisions_a_person_who_lo
             f"/api/v1/namespaces/{users}/persistentvolumeclaims", f"{USER_LABEL}={object_key('alice')}"
         )
         (home,) = [c["metadata"]["name"] for c in claims]
+        assert_slurm_from_the_chart(kube_cluster, namespace, release, chart_slurm, sup_url, in_pod)
 
         # --- the SSH gateway, turned on later by `helm upgrade` as docs/ssh-gateway.md says: its host
         # key and a `gateway` token in Secrets first, then one address for every login pod

@@ -10,6 +10,13 @@ Slurm names the munge socket for talking to slurmdbd).
 When run as root, MariaDB runs as `mysql` and slurmdbd as `slurm` (the Debian packages create both);
 otherwise everything runs as the current user. sacctmgr runs as the caller, and root is always a
 Slurm super-user.
+
+Clients elsewhere (SUP's pod, installed from the chart) reach slurmdbd at the host's address on the
+pod bridge: slurmdbd listens on every address of the host (Slurm 22.05 has no option to bind one),
+`client_conf(address)` is their slurm.conf and `munge_key` their munged's key. Such a client's uid
+must resolve on slurmdbd's host for it to be granted an AdminLevel, as on a site's slurmdbd host: as
+root, slurmdbd runs in a private mount namespace whose /etc/passwd adds `SUP_USER` for SUP's uid
+(10001, the uid of SUP's image and the chart's runAsUser); nothing changes the machine's own.
 """
 
 from __future__ import annotations
@@ -29,6 +36,8 @@ from tests.support.ports import free_port
 from tests.support.processes import stop_process
 
 DB_PASSWORD = "sup-test-slurmdbd"  # a test fixture's password; never used anywhere else
+SUP_UID = 10001  # SUP's image's uid (the chart's podSecurityContext.runAsUser)
+SUP_USER = "sup-service"  # its name in slurmdbd's passwd (not "sup": that may be the cluster's name)
 REQUIRED = ("munged", "mungekey", "mariadbd", "mariadb-install-db", "mariadb", "slurmdbd", "sacctmgr")
 
 
@@ -85,6 +94,28 @@ class SlurmdbdServer:
     @property
     def address(self) -> str:
         return f"127.0.0.1:{self.dbd_port}"
+
+    @property
+    def munge_key(self) -> bytes:
+        """The munge key slurmdbd's munged holds: what a client's munged needs (e.g. in a Secret)."""
+        return (self.munge_dir / "munge.key").read_bytes()
+
+    def client_conf(self, address: str, cluster: str | None = None) -> str:
+        """The slurm.conf of a client elsewhere (a pod) reaching slurmdbd at `address` (e.g. the
+        host's address on the pod bridge), for `cluster` (default this server's), through a munged
+        at munge's default socket (/run/munge/munge.socket.2) holding `munge_key`. For sacctmgr only:
+        no controller runs behind SlurmctldHost."""
+        lines = [
+            f"ClusterName={cluster or self.cluster}",
+            "SlurmctldHost=localhost",
+            "AuthType=auth/munge",
+            "AccountingStorageType=accounting_storage/slurmdbd",
+            f"AccountingStorageHost={address}",
+            f"AccountingStoragePort={self.dbd_port}",
+            "NodeName=localhost CPUs=1 State=UNKNOWN",
+            "PartitionName=debug Nodes=localhost Default=YES",
+        ]
+        return "\n".join(lines) + "\n"
 
     # --- lifecycle -------------------------------------------------------------------------------
 
@@ -293,8 +324,26 @@ class SlurmdbdServer:
 
     def _run_slurmdbd(self) -> None:
         log = self.dbd_dir / "slurmdbd.out"
-        self._spawn([self.bin["slurmdbd"], "-D"], log, self.slurm)
+        if self.slurm is None:
+            self._spawn([self.bin["slurmdbd"], "-D"], log, None)
+        else:  # as root: with SUP's uid resolving (see the module's docstring)
+            bind = 'mount --bind "$0" /etc/passwd && exec "$@"'
+            argv = ["runuser", "-u", self.slurm.pw_name, "--", self.bin["slurmdbd"], "-D"]
+            unshare = ["unshare", "--mount", "--propagation", "private", "sh", "-c", bind]
+            self._spawn([*unshare, str(self._passwd()), *argv], log, None)
         self._wait("slurmdbd", lambda: self.sacctmgr_result("show", "cluster").returncode == 0, log)
+
+    def _passwd(self) -> Path:
+        """The machine's /etc/passwd, plus SUP_USER as SUP_UID unless that uid is already known."""
+        passwd = self.dbd_dir / "passwd"
+        text = Path("/etc/passwd").read_text()
+        try:
+            pwd.getpwuid(SUP_UID)
+        except KeyError:
+            text += f"{SUP_USER}:x:{SUP_UID}:{SUP_UID}:SUP (tests):/nonexistent:/usr/sbin/nologin\n"
+        passwd.write_text(text)
+        passwd.chmod(0o644)
+        return passwd
 
     def _register_gpu_tres(self) -> None:
         """Make `gres/gpu` a known TRES, as on a GPU cluster, so GrpTRES=gres/gpu=N limits work.

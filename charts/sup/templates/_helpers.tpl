@@ -81,7 +81,43 @@ restricted
 {{- if .Values.gateway.enabled -}}
 {{- $_ := set $config "gateway" (include "sup.gatewaySettings" . | fromYaml) -}}
 {{- end -}}
+{{- if .Values.slurm.enabled -}}
+{{- $_ := set $config "slurm" (include "sup.slurmSettings" . | fromYaml) -}}
+{{- end -}}
 {{- toYaml $config -}}
+{{- end -}}
+
+{{/* With slurm.enabled: the `slurm` settings section as the chart runs it (config.slurm, with
+lock_dir set to the emptyDir the chart mounts there), after refusing values that cannot work. */}}
+{{- define "sup.slurmSettings" -}}
+{{- $slurm := .Values.slurm -}}
+{{- $section := deepCopy (default dict (default dict .Values.config).slurm) -}}
+{{- if not $section.cluster -}}
+{{- fail "slurm.enabled needs config.slurm.cluster: the Slurm cluster SUP provisions, as registered in slurmdbd (docs/slurm.md)" -}}
+{{- end -}}
+{{- if not $slurm.slurmConf.configMap -}}
+{{- fail "slurm.enabled needs slurm.slurmConf.configMap: a ConfigMap of yours holding the cluster's slurm.conf (key slurm.slurmConf.key), mounted read-only at /etc/slurm (docs/slurm.md)" -}}
+{{- end -}}
+{{- if not $slurm.mungeKey.secret -}}
+{{- fail "slurm.enabled needs slurm.mungeKey.secret: a Secret of yours holding the cluster's munge key (key slurm.mungeKey.key), mounted into the munge sidecar only (docs/slurm.md)" -}}
+{{- end -}}
+{{- if le (int (default 0 $slurm.mungeUid)) 0 -}}
+{{- fail (printf "slurm.mungeUid %v: munged runs as a non-root uid (a number above 0)" $slurm.mungeUid) -}}
+{{- end -}}
+{{- if not (default dict .Values.podSecurityContext).fsGroup -}}
+{{- fail "slurm.enabled needs podSecurityContext.fsGroup (default 10001): the munge key Secret's file is root's, and munged in the sidecar reads it through that group" -}}
+{{- end -}}
+{{- $lockDir := $section.lock_dir | default "/run/lock/sup" -}}
+{{- if or (not (isAbs $lockDir)) (ne (clean $lockDir) $lockDir) (eq $lockDir "/") -}}
+{{- fail (printf "config.slurm.lock_dir %q: use an absolute, clean path (the chart mounts an emptyDir there)" $lockDir) -}}
+{{- end -}}
+{{- range $taken := list "/etc/sup" "/etc/slurm" "/run/munge" "/tmp" -}}
+{{- if or (eq $lockDir $taken) (hasPrefix (printf "%s/" $taken) $lockDir) (hasPrefix (printf "%s/" $lockDir) $taken) -}}
+{{- fail (printf "config.slurm.lock_dir %q: not in or above %s (SUP's pod mounts something else there)" $lockDir $taken) -}}
+{{- end -}}
+{{- end -}}
+{{- $_ := set $section "lock_dir" $lockDir -}}
+{{- toYaml $section -}}
 {{- end -}}
 
 {{/* The database URL, from its Secret: the server and the migration Job need it. */}}
