@@ -93,7 +93,7 @@ class _Node:
 
 def test_the_defaults_and_the_real_install_tests_values_pass(helm_binary: str, tmp_path: Path) -> None:
     """The values tests/e2e/test_chart_install.py installs with, with the gateway turned on as it
-    does, and free-form sections (SUP's settings, the Slurm and homes sections) pass."""
+    does, and free-form sections (SUP's settings) pass."""
     installed = e2e_values(cast(KubeCluster, _Node()), "localhost/sup-login:test")
     installed["gateway"] = {  # as gateway_on() upgrades the release
         "enabled": True,
@@ -104,8 +104,8 @@ def test_the_defaults_and_the_real_install_tests_values_pass(helm_binary: str, t
     free_form = {
         "config": {"ldap": {"url": "ldaps://ldap.example.org"}, "anything": {"nested": [1, 2]}},
         "kube": {"settings": {"home_mode": "shared", "ssh_sources": ["203.0.113.0/24"]}},
-        "slurm": {"enabled": True, "conf": {"configMap": "slurm-conf"}},
-        "homes": {"enabled": True, "claim": "homes"},
+        "slurm": {"mungeUid": 995, "slurmConf": {"configMap": "slurm-conf"}},
+        "homes": {"quota": "none", "settings": {"resync_seconds": 600}},
         "gateway": {"nodeSelector": {"role": "edge"}, "service": {"nodePort": 30022}},
     }
     for name, values in [("defaults", {}), ("installed", installed), ("free", free_form)]:
@@ -135,12 +135,14 @@ def test_the_schema_describes_every_key_of_values_yaml() -> None:
     assert list(_leaves(DEFAULTS, SCHEMA)) == []
     # and it is closed at each level people type, open where SUP's settings pass through
     assert SCHEMA["additionalProperties"] is False
-    for section in ("image", "kube", "gateway", "secrets", "migration", "helmTest", "monitoring"):
+    for section in ("image", "kube", "gateway", "secrets", "migration", "helmTest", "monitoring", "slurm",
+                    "homes"):  # fmt: skip
         assert SCHEMA["properties"][section]["additionalProperties"] is False, section
-    for free in ("config", "slurm", "homes"):
+    for free in ("config",):
         assert "properties" not in SCHEMA["properties"][free], free
     assert "properties" not in SCHEMA["properties"]["kube"]["properties"]["settings"]
     assert "properties" not in SCHEMA["properties"]["gateway"]["properties"]["settings"]
+    assert "properties" not in SCHEMA["properties"]["homes"]["properties"]["settings"]
 
 
 # --- `helm test` ------------------------------------------------------------------------------------
