@@ -129,7 +129,7 @@ def test_a_group_pod_mounts_each_members_directory_and_follows_membership() -> N
         {"name": "homes", "mountPath": "/home/lee", "subPath": "lee"},
     ]  # max's home is outside the root: not mounted, and said so
     (refused,) = [c for c in changes if c.subject == "max" and c.action == "report" and c.name != "login-max"]
-    assert "not mounted in the login pod of group lab" in refused.details_json()["error"]
+    assert "not mounted in the login pod group-lab" in refused.details_json()["error"]
     # a member leaving changes the pod template (its pod restarts without their home)
     fewer = diff(
         state(*people, groups=(group("lab", 20000, "kim"),)), _with(applied(changes), _site_claim()), kube

@@ -185,14 +185,11 @@ def _wanted(
             changes.append(Change(TARGET, REPORT, WORKLOAD, group_name, Remark(reason)))
             continue
         members = [desired.users[m] for m in sorted(group.members) if m in desired.users]
+        pod = names.Owner("group", group.name).login
         for member in members:
             if not renderer.mountable(member):
-                reason = (
-                    f"{_home_error(member, settings)}; it is not mounted in the login pod of group "
-                    f"{group.name}"
-                )
-                changes.append(Change(TARGET, REPORT, WORKLOAD, names.Owner("group", group.name).login,
-                                      NotWritten(reason), member.username))  # fmt: skip
+                error = f"{_home_error(member, settings)}; it is not mounted in the login pod {pod}"
+                changes.append(Change(TARGET, REPORT, WORKLOAD, pod, NotWritten(error), member.username))
         asleep = Route("group", group.name) in desired.asleep
         items.extend(renderer.group_login(group, members, claims, asleep=asleep, idle_port=desired.idle_port))
         owner = names.Owner("group", group.name)
@@ -246,11 +243,12 @@ def _user_objects(
 
 
 def _home_error(user: DesiredUser, settings: KubeSettings) -> str:
+    """Why the user's home has no place in the shared volume (for one `Renderer.mountable` refused)."""
     try:
         subpath(user.home_directory, settings.home_root)
     except ValueError as exc:
         return f"user {user.username}: {exc}"
-    return f"user {user.username}: home {user.home_directory}"  # pragma: no cover - only for the unmountable
+    return f"user {user.username}: home {user.home_directory} has no place in the shared home volume"
 
 
 def _unmountable(
