@@ -385,6 +385,9 @@ def test_a_shared_home_is_the_persons_own_directory_of_the_sites_volume(
         written = home / "hello.txt"
         assert written.read_text() == "hello\n"
         assert (written.stat().st_uid, written.stat().st_gid) == (uid, gid)
+        # munge without fsGroup (the sidecar alone mounts the key Secret, readable by its uid there)
+        credential = site.ssh_ok(alice, "login-alice", "munge -n | unmunge")
+        assert re.search(r"UID:\s+alice \(", credential) and re.search(r"STATUS:\s+Success", credential)
         # SUP made no claim of alice's own, and her pod sets no fsGroup (it would re-own the volume)
         claims = site.cluster.api.items(f"/api/v1/namespaces/{site.namespace}/persistentvolumeclaims")
         assert [c["metadata"]["name"] for c in claims] == ["cluster-homes"]

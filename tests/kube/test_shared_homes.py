@@ -209,3 +209,18 @@ def test_switching_to_the_shared_mode_keeps_every_claim_and_settles(make_site: C
     for claim in claims:
         body = site.get("pvc", claim)
         assert body is not None and "sup/orphaned-since" not in body["metadata"].get("annotations", {})
+
+
+def test_without_an_fs_group_the_munge_sidecar_alone_can_read_its_key() -> None:
+    """The user's pod has no fsGroup to read the Secret by: its key file is readable in the sidecar
+    (the only container that mounts it; sup-munged copies it 0400 for munged)."""
+    slurm = {"slurm_config_map": "slurm-conf", "munge_key_secret": "munge-key"}
+    for kube, mode in ((settings(**slurm), 0o400), (settings(**SHARED, **slurm), 0o444)):
+        (workload,) = [w for w in Renderer(kube).user_login(user("kim")) if w.kind == "workload"]
+        pod = workload.manifest["spec"]["template"]["spec"]
+        (key,) = [v for v in pod["volumes"] if v["name"] == "munge-key"]
+        assert key["secret"]["defaultMode"] == mode
+        mounting = [
+            c["name"] for c in pod["containers"] if any(m["name"] == "munge-key" for m in c["volumeMounts"])
+        ]
+        assert mounting == ["munge"]
