@@ -70,16 +70,18 @@ def test_the_shipped_templates_are_json_and_yaml_alike() -> None:
         settings(ssh_sources=["203.0.113.0/24"], ldap_cidrs=["10.0.0.0/8"], egress_cidrs=["0.0.0.0/0"])
     )
     kim = user("kim")
-    for template, idle_port in itertools.product(sorted(shipped_templates().glob("*.yaml.j2")), (None, 9101)):
+    templates = sorted(shipped_templates().glob("*.yaml.j2"))
+    homes = ((None, None), ("homes", "kim"))  # the claim mode; the shared mode (claim, subPath)
+    for template, idle_port, (shared, sub) in itertools.product(templates, (None, 9101), homes):
         context = {
-            "idle_port": idle_port,
+            "idle_port": idle_port, "shared_claim": shared,
             "namespace": "n", "owner": {"kind": "user", "name": "kim", "key": "kim"},
             "names": {"home": "home-kim", "login": "login-kim", "key": "kim"}, "pod_labels": {"a": "b"},
             "settings": renderer.values, "network": renderer.network,
             "user": {"username": "kim", "uid_number": 1, "gid_number": 1, "home_directory": "/h",
-                     "login_shell": "/s", "supplemental_gids": [7]},
+                     "login_shell": "/s", "supplemental_gids": [7], "home_sub_path": sub},
             "group": {"name": "g", "gid_number": 5},
-            "members": [{"home_directory": "/h", "claim": "home-kim"}],
+            "members": [{"home_directory": "/h", "claim": shared or "home-kim", "home_sub_path": sub}],
         }  # fmt: skip
         text = renderer.environment.get_template(template.name).render(context)
         assert json.loads(text) == yaml.safe_load(text), template.name

@@ -52,6 +52,14 @@ def test_the_contract_keys_enable_the_target_with_safe_defaults(monkeypatch: pyt
         ({"unknown": 1}, "unknown", "Extra inputs"),
         ({"ssh_tcp_forwarding": "all"}, "ssh_tcp_forwarding", "'yes', 'local', 'remote' or 'no'"),
         ({"ssh_agent_forwarding": "sometimes"}, "ssh_agent_forwarding", "valid boolean"),
+        ({"home_mode": "nfs"}, "home_mode", "'claim' or 'shared'"),
+        ({"home_mode": "shared"}, "kube", "kube.shared_home_claim is not set"),
+        ({"shared_home_claim": "homes"}, "kube", "but kube.home_mode is claim"),
+        ({"home_mode": "shared", "shared_home_claim": "Homes"}, "shared_home_claim", "lower-case"),
+        ({"home_mode": "shared", "shared_home_claim": "h", "home_root": "/"}, "home_root", "must not be /"),
+        ({"home_mode": "shared", "shared_home_claim": "h", "home_root": "home"}, "home_root", "absolute"),
+        ({"home_mode": "shared", "shared_home_claim": "h", "home_root": "/home/"}, "home_root", "plain path"),
+        ({"home_root": "/srv/../etc"}, "home_root", "plain path"),
     ],
 )
 def test_bad_values_are_refused_naming_the_key(values: dict[str, object], field: str, message: str) -> None:
@@ -59,6 +67,18 @@ def test_bad_values_are_refused_naming_the_key(values: dict[str, object], field:
         _kube(**values)
     errors = info.value.errors(include_input=False)
     assert any(field in [str(p) for p in e["loc"]] and message in e["msg"] for e in errors), errors
+
+
+def test_the_home_mode_is_a_claim_per_person_unless_the_site_names_its_shared_claim() -> None:
+    kube = _kube().kube
+    assert kube is not None and (kube.home_mode, kube.shared_home_claim, kube.home_root) == (
+        "claim", None, "/home",
+    )  # fmt: skip
+    shared = _kube(home_mode="shared", shared_home_claim="cluster-homes", home_root="/shared/home").kube
+    assert shared is not None
+    assert (shared.home_mode, shared.shared_home_claim, shared.home_root) == (
+        "shared", "cluster-homes", "/shared/home",
+    )  # fmt: skip
 
 
 def test_an_allowed_cidr_around_the_metadata_address_is_fine() -> None:

@@ -15,6 +15,11 @@ in `group_pods`: a shared login StatefulSet, Service and NetworkPolicy. Then:
   `keep`); a user who comes back before that gets the same claim back, unmarked. Home claims follow
   the uid (homes.py): a renamed user keeps theirs, and a claim whose owner's uid is active is never
   retired, whatever its name; in a scoped pass a claim whose owner was not read is left alone;
+- in the shared home mode (`home_mode: shared`, shared_homes.py) there is no claim per person: a
+  login pod mounts its person's directory of the site's shared claim, which must exist (else every
+  login workload waits, reported); a person whose home has no place in it is reported and gets no
+  login objects (existing ones stay as they are); home claims from the claim mode are never marked,
+  retired or deleted (an active owner's is reported, as a reminder of the files it holds);
 - an object being deleted (deletionTimestamp set) is left alone; if it is wanted, that is reported;
 - a login pod stuck (CrashLoopBackOff, ...) on an outdated template is deleted, so that its
   StatefulSet recreates it from the current one (pods.py: an `update` of kind `pod`).
@@ -55,11 +60,13 @@ from sup.targets.kube.model import (
     OrphanMark,
     Remark,
     Wanted,
+    login_keys,
     user_object_keys,
 )
 from sup.targets.kube.pods import replacements
 from sup.targets.kube.render import Renderer
 from sup.targets.kube.settings import KubeSettings
+from sup.targets.kube.shared_homes import subpath
 from sup.targets.kube.values import InvalidValue, parse_quantity, parse_retention
 
 TARGET = "kube"
@@ -80,6 +87,7 @@ def plan(
     refused: set[tuple[str, str]] = set()
     logins = _login_users(desired, settings)
     wanted = _wanted(desired, logins, observed, renderer, settings, changes, refused)
+    _shared_claim_missing(observed, renderer, changes, refused)
     blocked = _blocked(wanted, observed, settings.namespace, changes, refused)
     for key, item in wanted.items():
         if key in blocked or item.verified is not None:
@@ -109,7 +117,9 @@ def plan(
         if have.kind == PVC:
             uid = owner_uid(have, desired.users, mounted)
             owner = uids.get(uid) if uid is not None else None
-            if owner is not None and owner.active and owner.username in logins:
+            if settings.home_mode == "shared":
+                changes.extend(_claim_kept(have, owner, logins))
+            elif owner is not None and owner.active and owner.username in logins:
                 reason = (
                     f"another home claim of uid {uid} (user {owner.username}); SUP mounts the one it "
                     "chose and keeps this one"
@@ -146,12 +156,16 @@ def _wanted(
 ) -> dict[tuple[str, str], Wanted]:
     """`refused`: gets the keys of login ConfigMaps SUP will not write (their workloads wait)."""
     items: list[Wanted] = []
-    claims = assign_claims(desired.users, observed)
+    shared = renderer.shared_claim is not None
+    claims = {} if shared else assign_claims(desired.users, observed)
     directory = Directory(desired)
     for name in sorted(desired.users):
         user = desired.users[name]
         if user.active and name in logins:
-            claim = claims[user.uid_number]
+            if not renderer.mountable(user):
+                _unmountable(user, settings, changes, refused)
+                continue
+            claim = claims.get(user.uid_number, "")
             groups = directory.supplemental_gids(user)
             asleep = Route("user", name) in desired.asleep
             items.extend(
@@ -171,6 +185,11 @@ def _wanted(
             changes.append(Change(TARGET, REPORT, WORKLOAD, group_name, Remark(reason)))
             continue
         members = [desired.users[m] for m in sorted(group.members) if m in desired.users]
+        pod = names.Owner("group", group.name).login
+        for member in members:
+            if not renderer.mountable(member):
+                error = f"{_home_error(member, settings)}; it is not mounted in the login pod {pod}"
+                changes.append(Change(TARGET, REPORT, WORKLOAD, pod, NotWritten(error), member.username))
         asleep = Route("group", group.name) in desired.asleep
         items.extend(renderer.group_login(group, members, claims, asleep=asleep, idle_port=desired.idle_port))
         owner = names.Owner("group", group.name)
@@ -207,9 +226,10 @@ def _user_objects(
     `asleep`: the login pod sleeps (its StatefulSet has replicas 0); `idle_port`: the idle
     reporter's port (pods may sleep)."""
     owner = names.Owner("user", user.username)
+    shared = renderer.shared_claim is not None  # the shared home mode: no claim of the user's own
     inputs = renderer.user_inputs(user, claim, groups, asleep=asleep, idle_port=idle_port)
     remembered = []
-    for kind, name in user_object_keys(owner, claim):
+    for kind, name in user_object_keys(owner, None if shared else claim):
         have = observed.objects.get((kind, name))
         needs_ = VERIFIED.verified((namespace, kind, name), inputs, have.resource_version if have else None)
         if needs_ is None:
@@ -218,8 +238,28 @@ def _user_objects(
     else:
         return remembered
     logins = renderer.user_login(user, claim, groups, asleep=asleep, idle_port=idle_port)
-    rendered = (renderer.home(user, claim), *logins)
+    rendered = logins if shared else [renderer.home(user, claim), *logins]
     return [replace(w, inputs=inputs) for w in rendered]
+
+
+def _home_error(user: DesiredUser, settings: KubeSettings) -> str:
+    """Why the user's home has no place in the shared volume (for one `Renderer.mountable` refused)."""
+    try:
+        subpath(user.home_directory, settings.home_root)
+    except ValueError as exc:
+        return f"user {user.username}: {exc}"
+    return f"user {user.username}: home {user.home_directory} has no place in the shared home volume"
+
+
+def _unmountable(
+    user: DesiredUser, settings: KubeSettings, changes: list[KubeChange], refused: set[tuple[str, str]]
+) -> None:
+    """A user whose home has no place in the shared volume: reported; no login object of theirs is
+    written, and existing ones are left as they are (a wrong home_root must not cut every session)."""
+    owner = names.Owner("user", user.username)
+    error = f"{_home_error(user, settings)}; SUP writes no login pod for them"
+    changes.append(Change(TARGET, REPORT, WORKLOAD, owner.login, NotWritten(error), user.username))
+    refused.update(login_keys(owner))
 
 
 def _login_users(desired: DesiredState, settings: KubeSettings) -> set[str]:
@@ -275,6 +315,25 @@ def _login_config(
     return [renderer.login_config(owner, files)]
 
 
+def _shared_claim_missing(
+    observed: Observed, renderer: Renderer, changes: list[KubeChange], refused: set[tuple[str, str]]
+) -> None:
+    """In the shared home mode, a full read without the site's shared claim: reported, and every
+    login workload waits for it (a scoped read does not list claims, and cannot tell)."""
+    claim = renderer.shared_claim
+    if claim is None or observed.scoped:
+        return
+    key = (PVC, claim)
+    if key in observed.objects or key in observed.foreign:
+        return
+    error = (
+        f"kube.shared_home_claim {claim} is not a PersistentVolumeClaim in namespace "
+        f"{renderer.namespace}: no login pod is created or changed until the site makes it"
+    )
+    changes.append(Change(TARGET, REPORT, PVC, claim, NotWritten(error)))
+    refused.add(key)
+
+
 def _blocked(
     wanted: Mapping[tuple[str, str], Wanted],
     observed: Observed,
@@ -301,7 +360,7 @@ def _blocked(
         if missing:
             blocked.add(key)
             what = " and ".join(_describe(kind, name) for kind, name in missing)
-            error = f"not created: {what} cannot be written (see above)"
+            error = f"not created: {what} is missing or cannot be written (see above)"
             changes.append(Change(TARGET, REPORT, item.kind, item.name, NotWritten(error), item.subject))
     return blocked
 
@@ -464,6 +523,20 @@ def parse_time(text: str) -> datetime.datetime | None:
     except ValueError:
         return None
     return moment.replace(tzinfo=datetime.UTC)
+
+
+def _claim_kept(have: ObservedObject, owner: DesiredUser | None, logins: set[str]) -> list[KubeChange]:
+    """The shared home mode never marks, retires or deletes a home claim: it holds a person's files
+    from the claim mode, which only a person may move to the shared home. Its active owner's claim
+    is reported (a reminder); the others are left as they are."""
+    if owner is None or not owner.active or owner.username not in logins:
+        return []
+    reason = (
+        f"kube.home_mode is shared: home claim {have.name} of user {owner.username} (uid "
+        f"{owner.uid_number}) is no longer mounted; SUP keeps it and its files (copy what they need "
+        "into their shared home, then delete the claim by hand)"
+    )
+    return [Change(TARGET, REPORT, PVC, have.name, Remark(reason), owner.username)]
 
 
 def _retire_claim(

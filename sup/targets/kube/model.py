@@ -88,10 +88,12 @@ class Wanted:
         return self.owner.name if self.owner.kind == "user" else None
 
 
-def user_object_keys(owner: Owner, claim: str) -> list[tuple[str, str]]:
-    """(kind, name) of a user's objects rendered from templates: the home claim, and the login
-    policy, Service and workload (the login ConfigMap is rendered apart: login_files.py)."""
-    return [(PVC, claim), (NETWORK_POLICY, owner.login), (SERVICE, owner.login), (WORKLOAD, owner.login)]
+def user_object_keys(owner: Owner, claim: str | None) -> list[tuple[str, str]]:
+    """(kind, name) of a user's objects rendered from templates: the home claim (none in the shared
+    home mode), and the login policy, Service and workload (the login ConfigMap is rendered apart:
+    login_files.py)."""
+    home = [(PVC, claim)] if claim is not None else []
+    return [*home, (NETWORK_POLICY, owner.login), (SERVICE, owner.login), (WORKLOAD, owner.login)]
 
 
 def login_keys(owner: Owner) -> list[tuple[str, str]]:

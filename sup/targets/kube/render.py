@@ -27,6 +27,7 @@ from sup.targets.kube import names
 from sup.targets.kube.login_files import LoginFiles
 from sup.targets.kube.model import LOGIN_CONFIG, NETWORK_POLICY, PVC, SERVICE, WORKLOAD, Manifest, Wanted
 from sup.targets.kube.settings import KubeSettings
+from sup.targets.kube.shared_homes import subpath
 from sup.targets.kube.values import inside
 from sup.targets.templates import templates_dir
 
@@ -74,6 +75,24 @@ class Renderer:
         self.values = _template_settings(settings)
         self.network = _network(settings)
         self.fingerprint = _fingerprint(settings, search)
+        # the site's claim that every login pod mounts a directory of (home_mode shared), else None
+        self.shared_claim = settings.shared_home_claim if settings.home_mode == "shared" else None
+
+    def sub_path(self, user: DesiredUser) -> str | None:
+        """The user's home inside the shared claim (shared_homes.py), None in the claim mode.
+        ValueError when their home has no place in it (see `mountable`)."""
+        if self.shared_claim is None:
+            return None
+        return subpath(user.home_directory, self.settings.home_root)
+
+    def mountable(self, user: DesiredUser) -> bool:
+        """Whether the user's home can be mounted: always in the claim mode; in the shared mode only
+        a home strictly below kube.home_root (the diff reports the others and renders no pod)."""
+        try:
+            self.sub_path(user)
+        except ValueError:
+            return False
+        return True
 
     def user_inputs(
         self,
@@ -110,8 +129,9 @@ class Renderer:
         pod sleeps (replicas 0; docs/ssh-gateway.md, "Scale to zero"); `idle_port`: the idle
         reporter's port when pods may sleep (env SUP_IDLE_PORT, the Service's `idle` port)."""
         owner = names.Owner("user", user.username)
-        claim = claim or names.home_claim(user.uid_number)
-        context = {"user": _user_context(user, groups), "idle_port": idle_port}
+        claim = self.shared_claim or claim or names.home_claim(user.uid_number)
+        person = {**_user_context(user, groups), "home_sub_path": self.sub_path(user)}
+        context = {"user": person, "idle_port": idle_port}
         return [
             self._render(NETWORK_POLICY, NETWORK_POLICY_TEMPLATE, owner, context, names.LOGIN, claim=claim),
             self._render(SERVICE, SERVICE_TEMPLATE, owner, context, names.LOGIN, claim=claim),
@@ -128,15 +148,25 @@ class Renderer:
         idle_port: int | None = None,
     ) -> list[Wanted]:
         """`claims`: uid -> home claim name (homes.py), for the members' homes; `asleep`: replicas 0;
-        `idle_port`: as for `user_login`."""
+        `idle_port`: as for `user_login`. In the shared home mode each member's directory of the
+        shared claim is mounted at their home (a member whose home has no place in it is left out:
+        the diff reports them)."""
         owner = names.Owner("group", group.name)
         claims = claims or {}
+        people = sorted(members, key=lambda m: m.username)
+        if self.shared_claim is not None:  # only members whose home has a place in the volume
+            people = [m for m in people if self.mountable(m)]
         context = {
             "idle_port": idle_port,
             "group": {"name": group.name, "gid_number": group.gid_number},
+            "shared_claim": self.shared_claim,
             "members": [
-                {**_user_context(m), "claim": claims.get(m.uid_number) or names.home_claim(m.uid_number)}
-                for m in sorted(members, key=lambda m: m.username)
+                {
+                    **_user_context(m),
+                    "claim": self.shared_claim or claims.get(m.uid_number) or names.home_claim(m.uid_number),
+                    "home_sub_path": self.sub_path(m),
+                }
+                for m in people
             ],
         }
         return [
@@ -211,6 +241,8 @@ class Renderer:
         if asleep:
             manifest.setdefault("spec", {})["replicas"] = 0
         _own(manifest, kind, owner, component, self.namespace, claim, uid)
+        if kind == WORKLOAD and self.shared_claim is not None:
+            _check_shared_mounts(template, manifest, self.shared_claim, extra)
         return Wanted.rendered(kind, owner, manifest, claim=claim if kind == PVC else "")
 
 
@@ -321,3 +353,33 @@ def _own(
         template = spec.setdefault("template", {})
         template_meta = template.setdefault("metadata", {})
         template_meta["labels"] = {**(template_meta.get("labels") or {}), **pod_labels}
+
+
+def _check_shared_mounts(template: str, manifest: Manifest, claim: str, context: Mapping[str, Any]) -> None:
+    """A login pod of the shared home mode sees its people's directories of the shared claim and
+    nothing else of it, whatever an operator's template says: every mount of the claim has the
+    subPath of one of the pod's people (never the whole volume, never subPathExpr), and the pod
+    sets no fsGroup (the kubelet would re-own the whole volume, everyone's homes, to that group)."""
+    people = [context["user"]] if "user" in context else list(context.get("members") or [])
+    allowed = {person["home_sub_path"] for person in people}
+    pod = manifest.get("spec", {}).get("template", {}).get("spec", {})
+    if "fsGroup" in (pod.get("securityContext") or {}):
+        raise TemplateError(
+            f"template {template} sets fsGroup: in the shared home mode the kubelet would change the "
+            f"group of everything in claim {claim}; leave it out"
+        )
+    volumes = {
+        v.get("name")
+        for v in pod.get("volumes") or []
+        if (v.get("persistentVolumeClaim") or {}).get("claimName") == claim
+    }
+    for container in [*(pod.get("initContainers") or []), *(pod.get("containers") or [])]:
+        for mount in container.get("volumeMounts") or []:
+            if mount.get("name") not in volumes:
+                continue
+            if mount.get("subPathExpr") or mount.get("subPath") not in allowed:
+                raise TemplateError(
+                    f"template {template} mounts claim {claim} at {mount.get('mountPath')} with subPath "
+                    f"{mount.get('subPath') or mount.get('subPathExpr') or '(none)'}: in the shared home "
+                    "mode a login pod mounts only its people's own directories (user.home_sub_path)"
+                )

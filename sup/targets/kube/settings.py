@@ -8,6 +8,7 @@ from pydantic import Field, field_validator, model_validator
 
 from sup.common.sections import Section
 from sup.domain.posix import check_name
+from sup.targets.kube.shared_homes import home_root
 from sup.targets.kube.values import (
     cidr,
     dns_label,
@@ -50,6 +51,25 @@ class KubeSettings(Section):
     home_size: str = Field("10Gi", description="home volume size; a larger value grows existing claims")
     home_storage_class: str | None = Field(None, description="default: the cluster's default class")
     home_access_mode: Literal["ReadWriteOnce", "ReadWriteOncePod", "ReadWriteMany"] = "ReadWriteOnce"
+    home_mode: Literal["claim", "shared"] = Field(
+        "claim",
+        description="claim: a PersistentVolumeClaim per person (home_size, home_storage_class, "
+        "home_access_mode, pvc_retention), seen by their login pod only, never by jobs; shared: every "
+        "home is a directory of the site's shared filesystem (shared_home_claim), mounted at home_root "
+        "on the compute nodes too, so jobs read and write it (docs/login-pods.md, 'Homes')",
+    )
+    shared_home_claim: str | None = Field(
+        None,
+        description="with home_mode shared (required there, refused otherwise): a ReadWriteMany "
+        "PersistentVolumeClaim of the site's in namespace whose root is the home root; a login pod "
+        "mounts only its person's directory of it (subPath), which `sup homes serve` makes",
+    )
+    home_root: str = Field(
+        "/home",
+        description="with home_mode shared: where the shared volume is mounted on the compute nodes; "
+        "every home (accounts.home_template) must lie below it, and a person whose home does not gets "
+        "no login pod (reported)",
+    )
     pvc_retention: str = Field(
         "keep",
         description="how long a home claim outlives its user's deactivation or removal: 'keep' (for "
@@ -179,6 +199,16 @@ class KubeSettings(Section):
     def _quantity(cls, value: str | None) -> str | None:
         return None if value is None else positive_quantity(value)
 
+    @field_validator("shared_home_claim")
+    @classmethod
+    def _claim_name(cls, value: str | None) -> str | None:
+        return None if value is None else dns_subdomain(value, "PersistentVolumeClaim name")
+
+    @field_validator("home_root")
+    @classmethod
+    def _home_root(cls, value: str) -> str:
+        return home_root(value)
+
     @field_validator("pvc_retention")
     @classmethod
     def _retention(cls, value: str) -> str:
@@ -268,6 +298,16 @@ class KubeSettings(Section):
             raise ValueError(
                 "kube.slurm_config_map and kube.munge_key_secret go together: Slurm's commands in a "
                 "login pod authenticate with munge (set both, or neither)"
+            )
+        if self.home_mode == "shared" and self.shared_home_claim is None:
+            raise ValueError(
+                "kube.home_mode is shared but kube.shared_home_claim is not set: name the site's "
+                "ReadWriteMany PersistentVolumeClaim (in kube.namespace) whose root is the home root"
+            )
+        if self.home_mode == "claim" and self.shared_home_claim is not None:
+            raise ValueError(
+                f"kube.shared_home_claim is {self.shared_home_claim} but kube.home_mode is claim: homes "
+                "are per-person claims in that mode; set home_mode: shared to mount the shared claim"
             )
         if self.slurmd_cidrs and self.srun_port_range is None:
             raise ValueError(
