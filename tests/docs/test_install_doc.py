@@ -33,7 +33,6 @@ from typer.testing import CliRunner
 
 from sup.cli import app as sup_cli
 from sup.config import Settings
-from sup.targets.kube.settings import KubeSettings
 from tests.support.helm import CHART, REPO
 
 DOC = REPO / "docs" / "install.md"
@@ -42,13 +41,6 @@ SUBSTITUTION = re.compile(r"\$\(([^()]*)\)")
 # Programs the doc may run that this test cannot check further (the reader's own tools, or commands
 # run in a login pod).
 OTHER_PROGRAMS = {"createuser", "createdb", "sacctmgr", "ssh-keygen", "rm", "printf", "sbatch", "cat"}
-
-# Keys that other parts of issue 25 bring (the Slurm target and the home maker in the chart, the shared
-# home mode in the Kubernetes target). Until the chart or SUP knows them, the doc's use of them is
-# taken on trust; once it does, they are checked like every other key, and this tolerance ends by
-# itself.
-PENDING_VALUES = {"slurm", "homes"}
-PENDING_KUBE_SETTINGS = {"home_mode", "shared_home_claim", "home_root"}
 
 
 @dataclass
@@ -184,7 +176,7 @@ def run_helm(binary: str, workdir: Path, *args: str) -> subprocess.CompletedProc
 def site(doc: Doc, workdir: Path, helm_binary: str) -> Site:
     """Every `helm install`/`upgrade` of the doc, rendered with its own arguments, and linted."""
     site = Site()
-    chart_values = yaml.safe_load((CHART / "values.yaml").read_text())
+
     installs = [c for c in doc.commands if c[:2] in (["helm", "install"], ["helm", "upgrade"])]
     assert installs, "install.md installs nothing with helm"
     for words in installs:
@@ -205,7 +197,6 @@ def site(doc: Doc, workdir: Path, helm_binary: str) -> Site:
             merge(values, yaml.safe_load((workdir / path).read_text()) or {})
             site.values_used.add(path)
         assert not take(args, "--set", "--set-json"), "keep the doc's values in its files"
-        pending = {k for k in PENDING_VALUES if k in values and k not in chart_values}
         site.values = merge(site.values, values)
         for item in (d for d in yaml.safe_load_all(rendered.stdout) if d):
             item_ns = item["metadata"].get("namespace", namespace[0])
@@ -214,10 +205,6 @@ def site(doc: Doc, workdir: Path, helm_binary: str) -> Site:
         config = site.objects[("ConfigMap", namespace[0], release)]["data"]["sup.yaml"]
         site.settings = yaml.safe_load(config)
         site.every_settings.append((" ".join(words), site.settings))
-        if "slurm" in pending:  # what the chart will read once it knows `slurm` (see PENDING_VALUES)
-            slurm = values["slurm"]
-            site.reads.add(("ConfigMap", namespace[0], slurm["slurmConf"]["configMap"], "slurm.conf"))
-            site.reads.add(("Secret", namespace[0], slurm["mungeKey"]["secret"], "munge.key"))
     kube = site.settings.get("kube") or {}
     users: str = kube["namespace"]
     for key, kind, item in (
@@ -248,8 +235,6 @@ def test_the_values_render_and_lint_and_sups_settings_load(
     for where, rendered_settings in site.every_settings:
         settings = dict(rendered_settings)
         kube = dict(settings.get("kube") or {})
-        if "home_mode" not in KubeSettings.model_fields:  # see PENDING_KUBE_SETTINGS
-            kube = {k: v for k, v in kube.items() if k not in PENDING_KUBE_SETTINGS}
         settings["kube"] = kube
         # the secrets the chart passes from Secrets, as the environment
         for section, variable in (
