@@ -54,20 +54,21 @@ class Relay:
                 selector.register(end, selectors.EVENT_READ)
             while not self._stop.is_set():
                 for key, _ in selector.select(timeout=0.5):
-                    end = key.fileobj
-                    assert isinstance(end, socket.socket)
+                    ready = key.fileobj
+                    assert isinstance(ready, socket.socket)
                     try:
-                        data = end.recv(65536)
+                        data = ready.recv(65536)
                     except (BlockingIOError, InterruptedError):
                         continue
                     except OSError:
                         return
                     if not data:
                         return
+                    other = peers[ready]
                     with contextlib.suppress(OSError):
-                        peers[end].setblocking(True)
-                        peers[end].sendall(data)
-                        peers[end].setblocking(False)
+                        other.setblocking(True)
+                        other.sendall(data)
+                        other.setblocking(False)
 
     def stop(self) -> None:
         self._stop.set()
