@@ -178,6 +178,7 @@ def researcher_path(
     gateway_port: int,
     directory: Path,
     name: str = "ada",
+    lab: str = "optics",
 ) -> PathSeconds:
     """A lab member's whole path on a site SUP runs (issue 25), asserting each step as they see it:
     pushed over SCIM with a key into the lab group (bound to a Slurm account once by the platform
@@ -186,9 +187,9 @@ def researcher_path(
     there → read in the pod. Then, suspended in the IdP: the session they hold is cut, a new job is
     refused."""
     idp = Idp(sup_url, scim_token)
-    lab = idp.group("lab")
+    lab_id = idp.group(lab)
     bound = httpx.post(
-        f"{sup_url}/api/v1/slurm/accounts", json={"name": "lab", "group": "lab"}, headers=admin, timeout=30
+        f"{sup_url}/api/v1/slurm/accounts", json={"name": lab, "group": lab}, headers=admin, timeout=30
     )
     assert bound.status_code == 201, bound.text
     person = Person(name, directory / f"{name}_ed25519")
@@ -198,7 +199,7 @@ def researcher_path(
     )
     pushed = time.monotonic()
     user_id = idp.person(person)
-    idp.add_member(lab, user_id)
+    idp.add_member(lab_id, user_id)
     through = Through(directory, person, gateway_port, cluster.node_ip)
     deadline = time.monotonic() + 240
     attempts: list[str] = []
@@ -212,9 +213,9 @@ def researcher_path(
     landed_seconds = time.monotonic() - pushed
     # their pod, and in it only their own directory of the shared filesystem
     assert landed.stdout.split() == [name, f"login-{name}-0", name], landed.stdout
-    run = write_and_submit(through, person, "lab")
+    run = write_and_submit(through, person, lab)
     output_seconds = time.monotonic() - pushed
-    assert f"ran as {name} in /home/{name} under account lab" in run.output, run.output
+    assert f"ran as {name} in /home/{name} under account {lab}" in run.output, run.output
     assert "written in the login pod" in run.output  # the job read the file she wrote in her pod
     # on the shared filesystem itself: her directory, hers alone, and the job's output in it
     uid = int(jobs.sssd.getent("passwd", name).split(":")[2])  # type: ignore[union-attr]
@@ -235,7 +236,7 @@ def researcher_path(
         raise AssertionError(f"{name}'s held session was not cut within 120 s of the suspension") from None
     cut_seconds = time.monotonic() - suspended
     deadline = time.monotonic() + 60
-    while REFUSED not in (refused := jobs.controller.sbatch(name, "-A", "lab", "--wrap", "true")).stderr:
+    while REFUSED not in (refused := jobs.controller.sbatch(name, "-A", lab, "--wrap", "true")).stderr:
         assert time.monotonic() < deadline, f"{name}'s new job was not refused: {refused.output}"
         time.sleep(1)
     refused_seconds = time.monotonic() - suspended

@@ -22,7 +22,9 @@ from __future__ import annotations
 import datetime
 import re
 import secrets
+import shutil
 import subprocess
+import tempfile
 import threading
 import time
 import uuid
@@ -39,12 +41,27 @@ import yaml
 from sup.store.migrate import head_revision
 from sup.targets.kube.names import USER_LABEL
 from sup.targets.kube.names import key as object_key
-from tests.e2e.login_site import SSH_FAILED, Person, Through, new_person
-from tests.support.chart_slurm import SiteSlurm, create_slurm_objects, merge_values, site_slurm, slurm_values
+from tests.e2e.login_site import SSH_FAILED, Person, Through, new_person, slurm_objects, slurm_pod_settings
+from tests.e2e.researcher_path import (
+    SharedHomes,
+    delete_shared_home_volume,
+    homes_on_the_compute_node,
+    researcher_path,
+    shared_home_volume,
+)
+from tests.support.chart_slurm import (
+    SiteSlurm,
+    create_slurm_objects,
+    jobs_cluster_slurm,
+    merge_values,
+    slurm_values,
+)
 from tests.support.helm import CHART, helm
 from tests.support.images import SUP_IMAGE, ImagesUnavailable, build_images
 from tests.support.kubenode import KUBERNETES_SERVICE_IP, KubeCluster
 from tests.support.postgres import PostgresServer, PostgresUnavailable
+from tests.support.relay import Relay
+from tests.support.slurmctld import JobCluster
 from tests.support.slurmdbd import SUP_UID, SlurmdbdServer
 
 pytestmark = pytest.mark.timeout(1800)  # the first test may build the images
@@ -96,11 +113,34 @@ def sup_image(kube_cluster: KubeCluster, login_image: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def chart_slurm(kube_cluster: KubeCluster, slurmdbd: SlurmdbdServer) -> Iterator[SiteSlurm]:
-    """A Slurm cluster of the test slurmdbd for SUP's pods, reached at the node's address on the pod
-    bridge (slurmdbd listens on every address), SUP's uid a Slurm Operator there."""
-    with site_slurm(slurmdbd, kube_cluster.pod_gateway) as site:
+def chart_slurm(
+    kube_cluster: KubeCluster, slurmdbd: SlurmdbdServer, slurm_jobs: JobCluster
+) -> Iterator[SiteSlurm]:
+    """The cluster of the session's slurmctld + slurmd in the test slurmdbd, for SUP's pods: reached
+    at the node's address on the pod bridge (slurmdbd listens on every address), SUP's uid a Slurm
+    Operator there, so that the people SUP provisions from the chart run jobs on it."""
+    slurm_jobs.reset()
+    with jobs_cluster_slurm(slurmdbd, slurm_jobs.cluster, kube_cluster.pod_gateway) as site:
         yield site
+    slurm_jobs.reset()
+
+
+@pytest.fixture
+def ldap_relay(kube_cluster: KubeCluster, slurm_jobs: JobCluster) -> Iterator[Relay]:
+    """The session's slapd (loopback only) reached from SUP's pods at the node's pod-bridge address."""
+    relay = Relay(kube_cluster.pod_gateway, slurm_jobs.slapd.port)
+    yield relay
+    relay.stop()
+
+
+@pytest.fixture
+def shared_root() -> Iterator[Path]:
+    """The shared home filesystem's root on the host: a directory the people's jobs can walk into
+    (pytest's temp dirs are root's alone)."""
+    root = Path(tempfile.mkdtemp(prefix="sup-chart-homes-", dir="/var/tmp"))
+    root.chmod(0o755)
+    yield root
+    shutil.rmtree(root, ignore_errors=True)
 
 
 @dataclass
@@ -330,6 +370,57 @@ def gateway_on(
     return InstalledGateway(int(service["spec"]["ports"][0]["nodePort"]), exec_in_gateway)
 
 
+LDAP_SECRET = "sup-ldap"
+SHARED_CLAIM = "homes"
+
+
+def site_values(
+    kube_cluster: KubeCluster, login_image: str, site: SiteSlurm, jobs: JobCluster, relay: Relay
+) -> dict[str, Any]:
+    """values() with every target, as docs/install.md sets them: LDAP (the session's slapd, which
+    SUP's pods reach through a relay; the bind password from a Secret), Slurm (the session's job
+    cluster), and Kubernetes with homes on the shared filesystem and Slurm's client in the login pods."""
+    chart = merge_values(values(kube_cluster, login_image), slurm_values(site.cluster))
+    ldap = {key: value for key, value in jobs.ldap.items() if key != "bind_password"}
+    chart["config"]["ldap"] = {**ldap, "url": f"ldap://{relay.address}"}
+    chart["secrets"] = {"ldapBindPassword": {"name": LDAP_SECRET, "key": "bind_password"}}
+    chart["kube"]["settings"].update(
+        slurm_pod_settings(kube_cluster, jobs.controller),
+        home_mode="shared",
+        shared_home_claim=SHARED_CLAIM,
+        home_root="/home",
+    )
+    return chart
+
+
+class UsersNamespace(threading.Thread):
+    """What docs/install.md has the operator put into the users' namespace once the chart has made it
+    (while `helm install --wait` waits for the home maker, which needs the claim): the login pods'
+    slurm.conf and munge key, and the site's shared home claim."""
+
+    def __init__(self, cluster: KubeCluster, users: str, jobs: JobCluster, root: Path) -> None:
+        super().__init__(daemon=True)
+        self.cluster, self.users, self.jobs, self.root = cluster, users, jobs, root
+        self.homes: SharedHomes | None = None
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self.cluster.wait_for(
+                lambda: self.cluster.api.get(f"/api/v1/namespaces/{self.users}"), "the users' namespace", 300
+            )
+            controller = self.jobs.controller
+            slurm_objects(
+                self.cluster,
+                self.users,
+                controller.client_conf(self.cluster.pod_gateway),
+                controller.munge_key,
+            )
+            self.homes = shared_home_volume(self.cluster, self.users, self.root, SHARED_CLAIM)
+        except BaseException as exc:  # reported by the test
+            self.error = exc
+
+
 def lab_account(sup_url: str, in_sup_pod: Callable[..., str], name: str) -> None:
     """A group and the Slurm account bound to it, through the API with an admin token (Slurm
     accounts are an admin's), the token taken as the chart's NOTES say."""
@@ -362,8 +453,8 @@ def assert_slurm_from_the_chart(
     print(
         f"alice's association on {site.cluster} in slurmdbd {time.monotonic() - started:.1f} s after her pod"
     )
-    # and nothing else: a new cluster's root, SUP's own identity, alice in the account of her group
-    assert site.associations() == {("root", "root"), ("root", "sup-service"), ("lab", "alice")}
+    # in her group's account, and nobody else is
+    assert {user for account, user in site.associations() if account == "lab"} == {"alice"}
     readyz = httpx.get(f"{sup_url}/readyz", timeout=5).json()
     assert readyz["reconciler"]["targets"]["slurm"]["error"] is None, readyz
     # from SUP's container: the site's slurm.conf, a credential for SUP's own uid, no key anywhere
@@ -395,6 +486,9 @@ def test_the_chart_installed_with_helm_runs_sup_which_provisions_a_person_who_lo
     login_image: str,
     pod_database: PodDatabase,
     chart_slurm: SiteSlurm,
+    slurm_jobs: JobCluster,
+    ldap_relay: Relay,
+    shared_root: Path,
     tmp_path: Path,
 ) -> None:
     release = f"sup-{uuid.uuid4().hex[:6]}"  # the chart's full name too (it contains "sup")
@@ -406,15 +500,25 @@ def test_the_chart_installed_with_helm_runs_sup_which_provisions_a_person_who_lo
         {"metadata": {"name": "sup-database"}, "stringData": {"url": pod_database.url}},
     )
     create_slurm_objects(kube_cluster.api, namespace, chart_slurm.slurm_conf, chart_slurm.munge_key)
+    kube_cluster.api.create(
+        f"/api/v1/namespaces/{namespace}/secrets",
+        {
+            "metadata": {"name": LDAP_SECRET},
+            "stringData": {"bind_password": slurm_jobs.ldap["bind_password"]},
+        },
+    )
     values_file = tmp_path / "values.yaml"
-    chart_values = merge_values(values(kube_cluster, login_image), slurm_values(chart_slurm.cluster))
-    values_file.write_text(yaml.safe_dump(chart_values))
+    values_file.write_text(
+        yaml.safe_dump(site_values(kube_cluster, login_image, chart_slurm, slurm_jobs, ldap_relay))
+    )
+    prepared = UsersNamespace(kube_cluster, users, slurm_jobs, shared_root)
     kubeconfig = ["--kubeconfig", str(kube_cluster.kubeconfig)]
     assert migrated_revision(pod_database) is None  # an empty database: the hook migrates it
     installed = False
     try:
         # --- helm install: the migration hook, then SUP's objects; --wait for the pod to be Ready
         with Watch(kube_cluster, namespace, release) as watch:
+            prepared.start()
             result = helm(
                 helm_binary, "install", release, str(CHART), "--namespace", namespace, *kubeconfig,
                 "--values", str(values_file), "--wait", "--timeout", "300s", timeout=330,
@@ -422,6 +526,9 @@ def test_the_chart_installed_with_helm_runs_sup_which_provisions_a_person_who_lo
             installed = result.returncode == 0
             install_seconds = time.monotonic() - watch.started
             wait(lambda: "sup pod ready" in watch.seen, "the watcher to see SUP's pod Ready", 10)
+        prepared.join(timeout=60)
+        assert prepared.error is None and prepared.homes is not None, prepared.error
+        homes = prepared.homes
         assert result.returncode == 0, f"{result.stdout}{result.stderr}\n{diagnose(kube_cluster, namespace)}"
         seen = {what: f"{seconds:.1f} s" for what, seconds in watch.seen.items()}
         print(f"helm install --wait: {install_seconds:.1f} s; since it started: {seen}")
@@ -448,7 +555,7 @@ def test_the_chart_installed_with_helm_runs_sup_which_provisions_a_person_who_lo
             30,
         )
         assert readyz["database"]["state"] == "ok" and readyz["targets"]["kube"] == "configured"
-        assert readyz["targets"]["slurm"] == "configured"
+        assert readyz["targets"]["slurm"] == "configured" and readyz["targets"]["ldap"] == "configured"
 
         # --- RBAC: exactly the chart's Role, in the users' namespace only
         role = kube_cluster.api.get(f"/apis/rbac.authorization.k8s.io/v1/namespaces/{users}/roles/{release}")
@@ -529,10 +636,22 @@ def test_the_chart_installed_with_helm_runs_sup_which_provisions_a_person_who_lo
         assert mounted_ca == kube_cluster.apiserver.ca_file.read_text()  # the controller-manager's root CA
         logs = kube_cluster.kubectl("-n", namespace, "logs", f"deploy/{release}").stdout
         assert "cannot reach the API server" not in logs and "CERTIFICATE_VERIFY_FAILED" not in logs
+        # her home: her directory of the site's shared volume, made by the chart's home maker (no
+        # claim of her own), and she is in the directory the nodes read (LDAP through sssd)
         claims = kube_cluster.api.items(
             f"/api/v1/namespaces/{users}/persistentvolumeclaims", f"{USER_LABEL}={object_key('alice')}"
         )
-        (home,) = [c["metadata"]["name"] for c in claims]
+        assert claims == []
+        passwd = slurm_jobs.sssd.getent("passwd", "alice")
+        assert passwd is not None and passwd.split(":")[5] == "/home/alice", passwd
+        uid = int(passwd.split(":")[2])
+        home = homes.root / "alice"
+        made = wait(lambda: home.is_dir() and home.stat(), "alice's directory made by the home maker", 60)
+        assert (made.st_uid, made.st_mode & 0o777) == (uid, 0o700)
+        assert ssh(alice, host, "echo $HOME; ls -A /home", tmp_path).stdout.split() == [
+            "/home/alice",
+            "alice",
+        ]
         assert_slurm_from_the_chart(kube_cluster, namespace, release, chart_slurm, sup_url, in_pod)
 
         # --- the SSH gateway, turned on later by `helm upgrade` as docs/ssh-gateway.md says: its host
@@ -581,6 +700,40 @@ def test_the_chart_installed_with_helm_runs_sup_which_provisions_a_person_who_lo
         assert gateway.exec("python", "-c", CONNECT, *database).strip() == "refused"
         assert gateway.exec("python", "-c", CONNECT, KUBERNETES_SERVICE_IP, "443").strip() == "refused"
 
+        # --- `helm test`: SUP ready, every enabled target reachable, the gateway answering SSH
+        tested = helm(
+            helm_binary, "test", release, "--namespace", namespace, *kubeconfig, "--logs",
+            "--timeout", "180s", timeout=200,
+        )  # fmt: skip
+        assert tested.returncode == 0, tested.stdout + tested.stderr
+        for line in ("helm test: passed", "target kube: reachable", "target ldap: reachable",
+                     "target slurm: reachable", "accepts TCP (SSH-"):  # fmt: skip
+            assert line in tested.stdout, tested.stdout
+
+        # --- a lab member's whole path (tests/e2e/researcher_path.py): pushed over SCIM, in through the
+        # gateway, a job from their shared home on the node's slurmd, its output back in their home;
+        # then suspended: the session cut, new jobs refused
+        admin_token = in_pod("sup", "token", "create", "--name", "path-admin", "--role", "admin").strip()
+        admin = {"Authorization": f"Bearer {admin_token}"}
+        scim_token = in_pod("sup", "token", "create", "--name", "idp", "--role", "scim").strip()
+        with homes_on_the_compute_node(slurm_jobs, homes):
+            seconds = researcher_path(
+                cluster=kube_cluster,
+                jobs=slurm_jobs,
+                homes=homes,
+                users_namespace=users,
+                sup_url=sup_url,
+                admin=admin,
+                scim_token=scim_token,
+                gateway_port=gateway.node_port,
+                directory=tmp_path,
+            )
+        print(
+            f"SCIM push to ssh -J landed {seconds.landed:.1f} s, to the job's output read in the home "
+            f"{seconds.output:.1f} s; suspension to the session cut {seconds.cut:.1f} s, to a new job "
+            f"refused {seconds.refused:.1f} s"
+        )
+
         # --- helm uninstall: SUP and its rights go, the users' namespace and the home stay
         result = helm(helm_binary, "uninstall", release, "--namespace", namespace, *kubeconfig, "--wait")
         assert result.returncode == 0, result.stderr
@@ -589,12 +742,15 @@ def test_the_chart_installed_with_helm_runs_sup_which_provisions_a_person_who_lo
         assert not can_i(kube_cluster, account, "create", "statefulsets.apps", users)
         kept = kube_cluster.api.get(f"/api/v1/namespaces/{users}")
         assert kept is not None and kept["status"]["phase"] == "Active"
-        claim = kube_cluster.api.get(f"/api/v1/namespaces/{users}/persistentvolumeclaims/{home}")
+        claim = kube_cluster.api.get(f"/api/v1/namespaces/{users}/persistentvolumeclaims/{SHARED_CLAIM}")
         assert claim is not None and claim["status"]["phase"] == "Bound"
+        assert home.stat().st_uid == uid and (homes.root / "ada").is_dir()
         shown = kube_cluster.kubectl("get", "namespace", users, "-o", "name").stdout.strip()
-        print(f"after helm uninstall: {shown} kept, with alice's home {home}")
+        print(f"after helm uninstall: {shown} kept, with the shared claim and the homes in it")
     finally:
         if installed:
             helm(helm_binary, "uninstall", release, "--namespace", namespace, *kubeconfig)
         for name in (users, namespace):
             kube_cluster.api.delete(f"/api/v1/namespaces/{name}")
+        if prepared.homes is not None:
+            delete_shared_home_volume(kube_cluster, users, prepared.homes)

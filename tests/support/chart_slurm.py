@@ -102,3 +102,21 @@ def site_slurm(slurmdbd: SlurmdbdServer, address: str) -> Iterator[SiteSlurm]:
         with contextlib.suppress(RuntimeError):
             if created:
                 slurmdbd.sacctmgr("delete", "account", "where", "name=" + ",".join(sorted(created)))
+
+
+@contextlib.contextmanager
+def jobs_cluster_slurm(slurmdbd: SlurmdbdServer, cluster: str, address: str) -> Iterator[SiteSlurm]:
+    """Like site_slurm, on an existing cluster of `slurmdbd` (one whose slurmctld runs jobs, so that
+    the people SUP provisions from the chart run them): SUP's uid an Operator there for the block,
+    the accounts SUP created and that Operator removed at the end."""
+    accounts = {row[0] for row in slurmdbd.show("account", "format=Account")}
+    slurmdbd.sacctmgr("add", "user", SUP_USER, "account=root", f"cluster={cluster}", "adminlevel=Operator")
+    try:
+        yield SiteSlurm(slurmdbd, cluster, slurmdbd.client_conf(address, cluster))
+    finally:
+        created = {row[0] for row in slurmdbd.show("account", "format=Account")} - accounts
+        with contextlib.suppress(RuntimeError):
+            if created:
+                slurmdbd.sacctmgr("delete", "account", "where", "name=" + ",".join(sorted(created)))
+        with contextlib.suppress(RuntimeError):
+            slurmdbd.sacctmgr("delete", "user", "where", f"name={SUP_USER}", f"cluster={cluster}")
