@@ -734,6 +734,34 @@ def test_the_chart_installed_with_helm_runs_sup_which_provisions_a_person_who_lo
             f"refused {seconds.refused:.1f} s"
         )
 
+        # --- helm upgrade that changes SUP's pod but not what SUP renders: SUP restarts, its first pass
+        # after it restarts no login pod (their templates did not change) and keeps every home
+        login = kube_cluster.api.get(f"/api/v1/namespaces/{users}/pods/login-alice-0")
+        assert login is not None
+        result = helm(
+            helm_binary, "upgrade", release, str(CHART), "--namespace", namespace, *kubeconfig,
+            "--reuse-values", "--set", "podAnnotations.upgraded=again", "--wait", "--timeout", "300s",
+            timeout=330,
+        )  # fmt: skip
+        assert result.returncode == 0, result.stdout + result.stderr
+        (pod,) = [
+            p
+            for p in kube_cluster.api.items(
+                f"/api/v1/namespaces/{namespace}/pods",
+                f"app.kubernetes.io/name=sup,app.kubernetes.io/instance={release}",
+            )
+            if p["metadata"].get("deletionTimestamp") is None
+        ]
+        assert pod["metadata"]["annotations"].get("upgraded") == "again"  # SUP's pod is a new one
+        wait(
+            lambda: httpx.get(f"{sup_url}/readyz", timeout=5).json()["reconciler"].get("last_pass_at"),
+            "a pass of the upgraded SUP",
+            120,
+        )
+        after = kube_cluster.api.get(f"/api/v1/namespaces/{users}/pods/login-alice-0")
+        assert after is not None and after["metadata"]["uid"] == login["metadata"]["uid"]
+        assert home.stat().st_uid == uid
+
         # --- helm uninstall: SUP and its rights go, the users' namespace and the home stay
         result = helm(helm_binary, "uninstall", release, "--namespace", namespace, *kubeconfig, "--wait")
         assert result.returncode == 0, result.stderr
