@@ -7,12 +7,10 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import os
 import re
 import subprocess
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 from sup.targets.kube.render import shipped_templates
 from tests.e2e.login_site import SSH_FAILED, LoginSite, Person, new_person
@@ -313,84 +311,3 @@ def test_a_login_pod_stuck_on_a_broken_template_is_replaced_once_it_is_fixed(
     site.wait_ready("login-dana", timeout=120)
     site.wait_ssh(dana, "login-dana")  # the Service's endpoints follow the pod's readiness
     assert site.ssh_ok(dana, "login-dana", "id -un").strip() == "dana"
-
-
-def test_a_shared_home_is_the_persons_own_directory_of_the_sites_volume(
-    make_login_site: Callable[..., LoginSite], kube_cluster: KubeCluster, tmp_path: Path
-) -> None:
-    """kube.home_mode shared (docs/login-pods.md, "Homes"): the site's ReadWriteMany claim holds the
-    home root, here a directory of the host (a hostPath PV) at the same path as in the pod, as a
-    shared filesystem is on compute nodes. alice's pod mounts her directory only, at her home: what
-    she writes there is on the host, hers; nobody else's directory is in her pod."""
-    root = tmp_path / "homes"
-    root.mkdir(mode=0o755)
-    site = make_login_site(home_mode="shared", shared_home_claim="cluster-homes", home_root=str(root))
-    site.stack.config["accounts"] = {"home_template": f"{root}/{{username}}"}
-    pv = f"sup-test-homes-{site.namespace}"
-    site.cluster.api.create(
-        "/api/v1/persistentvolumes",
-        {
-            "metadata": {"name": pv},
-            "spec": {
-                "capacity": {"storage": "1Gi"},
-                "accessModes": ["ReadWriteMany"],
-                "persistentVolumeReclaimPolicy": "Retain",
-                "storageClassName": "",
-                "hostPath": {"path": str(root), "type": "Directory"},
-                "claimRef": {"namespace": site.namespace, "name": "cluster-homes"},
-            },
-        },
-    )
-    try:
-        site.cluster.api.create(
-            f"/api/v1/namespaces/{site.namespace}/persistentvolumeclaims",
-            {
-                "metadata": {"name": "cluster-homes"},
-                "spec": {
-                    "accessModes": ["ReadWriteMany"],
-                    "storageClassName": "",
-                    "volumeName": pv,
-                    "resources": {"requests": {"storage": "1Gi"}},
-                },
-            },
-        )
-        # someone else's home on the shared volume, which alice's pod must not see
-        (root / "bob").mkdir(mode=0o700)
-        (root / "bob" / "secret").write_text("bob's\n")
-        os.chown(root / "bob", 29999, 29999)
-        site.start()
-        alice = new_person(site.directory, "alice")
-        made = site.add(alice)
-        uid, gid = int(made["uid_number"]), int(made["primary_gid"])
-        home = root / "alice"
-        assert made["home_directory"] == str(home)
-        # Stands in for `sup homes serve`, which the chart runs to make each home: alice's
-        # directory, hers and private. The kubelet may have made it first for the subPath (root's,
-        # empty): it is taken over then, as the maker does.
-        home.mkdir(mode=0o700, exist_ok=True)
-        assert not home.is_symlink() and not any(home.iterdir())
-        os.chown(home, uid, gid)
-        home.chmod(0o700)
-
-        site.wait_ready("login-alice", timeout=180)
-        site.wait_ssh(alice, "login-alice", timeout=90)
-        seen = site.ssh_ok(
-            alice,
-            "login-alice",
-            f"echo $HOME; stat -c '%u %a' ~; echo hello > ~/hello.txt; ls -A {root}; "
-            f"test -e {root}/bob && echo BOB-VISIBLE; true",
-        ).splitlines()
-        assert seen[:3] == [str(home), f"{uid} 700", "alice"], seen  # her directory; nobody else's
-        assert "BOB-VISIBLE" not in seen
-        written = home / "hello.txt"
-        assert written.read_text() == "hello\n"
-        assert (written.stat().st_uid, written.stat().st_gid) == (uid, gid)
-        # munge without fsGroup (the sidecar alone mounts the key Secret, readable by its uid there)
-        credential = site.ssh_ok(alice, "login-alice", "munge -n | unmunge")
-        assert re.search(r"UID:\s+alice \(", credential) and re.search(r"STATUS:\s+Success", credential)
-        # SUP made no claim of alice's own, and her pod sets no fsGroup (it would re-own the volume)
-        claims = site.cluster.api.items(f"/api/v1/namespaces/{site.namespace}/persistentvolumeclaims")
-        assert [c["metadata"]["name"] for c in claims] == ["cluster-homes"]
-        assert (root / "bob").stat().st_gid == 29999 and (root / "bob" / "secret").stat().st_gid == 0
-    finally:
-        site.cluster.api.delete(f"/api/v1/persistentvolumes/{pv}")
