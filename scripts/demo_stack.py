@@ -254,6 +254,13 @@ def show_targets(
                 o["metadata"]["name"]
                 for o in api.items(collection(namespace, kind), "app.kubernetes.io/managed-by=sup")
             )
+            if (
+                not names
+                and kind == "persistentvolumeclaims"
+                and settings["kube"].get("home_mode") == "shared"
+            ):
+                claim = settings["kube"]["shared_home_claim"]
+                names = [f"(none of SUP's: every home is a directory on the shared claim {claim})"]
             say(f"  {kind}: {', '.join(names)}")
 
 
