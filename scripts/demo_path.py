@@ -35,6 +35,7 @@ HOMES_CLAIM = "homes"
 SLURM_CONFIG_MAP = "slurm-conf"
 MUNGE_SECRET = "munge-key"
 ACCOUNT = "physics"  # kim's lab's Slurm account (examples/demo.json)
+PARTITION = "cpu"  # the one partition examples/demo.json lets physics use: the demo node's partition
 JOB = """\
 #!/bin/bash
 #SBATCH --job-name=hello
@@ -53,7 +54,7 @@ def start_jobs(slapd: SlapdServer, slurmdbd: SlurmdbdServer) -> JobCluster | Non
     that reads SUP's LDAP base; None, saying why, where this machine cannot run them."""
     try:
         say("starting slurmctld and slurmd (a compute node, resolving people through sssd) ...")
-        return start_job_cluster(slapd, slurmdbd)
+        return start_job_cluster(slapd, slurmdbd, partition=PARTITION)
     except (SlurmctldUnavailable, SssdUnavailable) as exc:
         say(f"no Slurm controller here ({exc}): no job runs")
         return None

@@ -6,9 +6,10 @@ MariaDB + slurmdbd with the real sacctmgr, and etcd + kube-apiserver. It writes 
 that points at them, runs `sup serve` (API and reconciler) on the SQLite store in the demo directory,
 loads examples/demo.json through the API, waits until the reconciler has provisioned every active
 user into all three targets, and prints what each target now holds: `getent passwd` through sssd,
-`sacctmgr show associations`, the Kubernetes objects. Then it serves until Ctrl-C (or stops at once
-with --once). The servers live in temp dirs and are gone when the demo ends; the store stays, and
-the next run provisions it into a fresh stack.
+`sacctmgr show associations`, the Kubernetes objects. On a node, kim then logs in to her pod, and
+goes through the gateway to run a Slurm job from her shared home (scripts/demo_path.py). Then it
+serves until Ctrl-C (or stops at once with --once). The servers live in temp dirs and are gone when
+the demo ends; the store and the homes stay, and the next run provisions them into a fresh stack.
 """
 
 from __future__ import annotations
@@ -254,6 +255,13 @@ def show_targets(
                 o["metadata"]["name"]
                 for o in api.items(collection(namespace, kind), "app.kubernetes.io/managed-by=sup")
             )
+            if (
+                not names
+                and kind == "persistentvolumeclaims"
+                and settings["kube"].get("home_mode") == "shared"
+            ):
+                claim = settings["kube"]["shared_home_claim"]
+                names = [f"(none of SUP's: every home is a directory on the shared claim {claim})"]
             say(f"  {kind}: {', '.join(names)}")
 
 

@@ -116,15 +116,17 @@ class FirstJob:
 
 
 class SlurmController:
-    """slurmctld + one slurmd (node `supnode`, partition `debug`) in `sssd`'s mount namespace."""
+    """slurmctld + one slurmd (node `supnode`) in `sssd`'s mount namespace, in one default partition
+    (`debug`, or `partition`: e.g. the one a sample account's associations are limited to)."""
 
-    def __init__(self, slurmdbd: SlurmdbdServer, sssd: SssdServer) -> None:
+    def __init__(self, slurmdbd: SlurmdbdServer, sssd: SssdServer, partition: str = PARTITION) -> None:
         if os.geteuid() != 0:
             raise SlurmctldUnavailable("slurmctld and slurmd run in sssd's mount namespace: needs root")
         self.bin = {name: _which(name) for name in REQUIRED}
         self.slurmdbd = slurmdbd
         self.sssd = sssd
         self.cluster = slurmdbd.cluster
+        self.partition = partition
         self.root = Path(tempfile.mkdtemp(prefix="sup-slurmctld-"))
         self.root.chmod(0o755)
         self.conf = self.root / "slurm.conf"
@@ -181,7 +183,7 @@ class SlurmController:
             f"AccountingStoragePort={self.slurmdbd.dbd_port}",
             f"AccountingStoragePass={self.slurmdbd.munge_socket}",  # the munge socket, for slurmdbd
             f"NodeName={NODE} NodeAddr=127.0.0.1 CPUs={self.cpus} State=UNKNOWN",
-            f"PartitionName={PARTITION} Nodes={NODE} Default=YES State=UP MaxTime=10",
+            f"PartitionName={self.partition} Nodes={NODE} Default=YES State=UP MaxTime=10",
         ]
         return "\n".join(lines) + "\n"
 
@@ -202,7 +204,7 @@ class SlurmController:
             f"SlurmctldHost={controller_name}({controller_address})",
             *self._common(),
             f"NodeName={NODE} NodeAddr={controller_address} CPUs={self.cpus} State=UNKNOWN",
-            f"PartitionName={PARTITION} Nodes={NODE} Default=YES State=UP MaxTime=10",
+            f"PartitionName={self.partition} Nodes={NODE} Default=YES State=UP MaxTime=10",
         ]
         return "\n".join(lines) + "\n"
 
@@ -537,9 +539,10 @@ class JobCluster:
         self.sssd.stop()
 
 
-def start_job_cluster(slapd: SlapdServer, slurmdbd: SlurmdbdServer) -> JobCluster:
+def start_job_cluster(slapd: SlapdServer, slurmdbd: SlurmdbdServer, partition: str = PARTITION) -> JobCluster:
     """An LDAP base for SUP, an sssd reading it, slurmctld + slurmd beside `slurmdbd` in sssd's
-    namespace. Raises SlurmctldUnavailable (or SssdUnavailable) when this machine cannot run it."""
+    namespace (its one partition: `partition`). Raises SlurmctldUnavailable (or SssdUnavailable)
+    when this machine cannot run it."""
     base_dn = slapd.new_base("jobs")
     ldap = slapd.ldap_settings(base_dn, timeout_seconds=3)
     sssd = NodeSssd(
@@ -547,7 +550,7 @@ def start_job_cluster(slapd: SlapdServer, slurmdbd: SlurmdbdServer) -> JobCluste
         negative_timeout=NEGATIVE_TIMEOUT,
     ).start()
     try:
-        controller = SlurmController(slurmdbd, sssd).start()
+        controller = SlurmController(slurmdbd, sssd, partition).start()
     except BaseException:
         sssd.stop()
         raise
