@@ -46,7 +46,13 @@ from sup.config import Settings
 from sup.reconcile.planner import run_pass
 from sup.store import migrate
 from sup.store.session import make_engine, make_sessionmaker
-from tests.e2e.login_site import Through, new_person, slurm_objects, slurm_pod_settings
+from tests.e2e.login_site import (
+    Through,
+    admit_host_to_idle_reporters,
+    new_person,
+    slurm_objects,
+    slurm_pod_settings,
+)
 from tests.e2e.researcher_path import homes_on_the_compute_node, shared_home_volume, write_and_submit
 from tests.support.cli import run_sup, sup_env
 from tests.support.gateway_runner import RunningGateway, write_host_key
@@ -185,22 +191,7 @@ def main() -> None:
         )
         mounted = homes_on_the_compute_node(jobs, homes)
         mounted.__enter__()
-        cluster.api.create(
-            f"/apis/networking.k8s.io/v1/namespaces/{namespace}/networkpolicies",
-            {
-                "metadata": {"name": "bench-gateway"},
-                "spec": {
-                    "podSelector": {"matchLabels": {"app.kubernetes.io/managed-by": "sup"}},
-                    "policyTypes": ["Ingress"],
-                    "ingress": [
-                        {
-                            "from": [{"ipBlock": {"cidr": f"{cluster.node_ip}/32"}}],
-                            "ports": [{"protocol": "TCP", "port": 9100}],
-                        }
-                    ],
-                },
-            },
-        )
+        admit_host_to_idle_reporters(cluster, namespace, "bench-gateway")
         kube_cluster = cluster
 
         def at_service(pod: Any) -> tuple[str, int]:

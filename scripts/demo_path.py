@@ -13,7 +13,6 @@ script in her home, submits it with `sbatch`, and reads the job's output from he
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import subprocess
 import time
@@ -23,6 +22,8 @@ from typing import Any
 
 import yaml
 
+from tests.e2e.login_site import admit_host_to_idle_reporters, slurm_objects, slurm_pod_settings
+from tests.e2e.researcher_path import shared_home_volume
 from tests.support.gateway_runner import RunningGateway, write_host_key
 from tests.support.kubenode import KubeCluster
 from tests.support.slapd import SlapdServer
@@ -32,8 +33,6 @@ from tests.support.sssd import SssdUnavailable
 
 HOME_ROOT = "/home"  # examples/demo.json's homes (accounts.home's default) are /home/NAME
 HOMES_CLAIM = "homes"
-SLURM_CONFIG_MAP = "slurm-conf"
-MUNGE_SECRET = "munge-key"
 ACCOUNT = "physics"  # kim's lab's Slurm account (examples/demo.json)
 PARTITION = "cpu"  # the one partition examples/demo.json lets physics use: the demo node's partition
 JOB = """\
@@ -63,39 +62,13 @@ def start_jobs(slapd: SlapdServer, slurmdbd: SlurmdbdServer) -> JobCluster | Non
 def shared_homes(node: KubeCluster, jobs: JobCluster, namespace: str, directory: Path) -> dict[str, Any]:
     """The shared home filesystem (see the module): its volume and claim in `namespace`, mounted at
     /home where the jobs run; returns the `kube` settings that use it."""
-    homes = directory / "homes"
-    homes.mkdir(mode=0o755, exist_ok=True)
-    name = f"sup-demo-homes-{namespace}"
-    node.api.create(
-        "/api/v1/persistentvolumes",
-        {
-            "metadata": {"name": name},
-            "spec": {
-                "capacity": {"storage": "10Gi"},
-                "accessModes": ["ReadWriteMany"],
-                "persistentVolumeReclaimPolicy": "Retain",
-                "storageClassName": "",
-                "hostPath": {"path": str(homes), "type": "Directory"},
-                "claimRef": {"namespace": namespace, "name": HOMES_CLAIM},
-            },
-        },
-    )
-    node.api.create(
-        f"/api/v1/namespaces/{namespace}/persistentvolumeclaims",
-        {
-            "metadata": {"name": HOMES_CLAIM},
-            "spec": {
-                "accessModes": ["ReadWriteMany"],
-                "storageClassName": "",
-                "volumeName": name,
-                "resources": {"requests": {"storage": "10Gi"}},
-            },
-        },
-    )
-    # /home in the controller's private mount namespace only: what a compute node mounts
-    controller = jobs.controller
+    homes = shared_home_volume(node, namespace, directory / "homes", HOMES_CLAIM)
+    # /home in the controller's private mount namespace only: what a compute node mounts (for the
+    # demo's life: the namespace ends with the controller)
     subprocess.run(
-        [*controller.as_root_argv("mount", "--bind", str(homes), HOME_ROOT)], check=True, capture_output=True
+        jobs.controller.as_root_argv("mount", "--bind", str(homes.root), HOME_ROOT),
+        check=True,
+        capture_output=True,
     )
     return {"home_mode": "shared", "shared_home_claim": HOMES_CLAIM, "home_root": HOME_ROOT}
 
@@ -104,30 +77,8 @@ def slurm_in_pods(node: KubeCluster, jobs: JobCluster, namespace: str) -> dict[s
     """The site's Slurm client configuration and munge key in `namespace`, and the `kube` settings
     that let login pods reach the controller and the node at the node's address."""
     controller = jobs.controller
-    node.api.create(
-        f"/api/v1/namespaces/{namespace}/configmaps",
-        {
-            "metadata": {"name": SLURM_CONFIG_MAP},
-            "data": {"slurm.conf": controller.client_conf(node.pod_gateway)},
-        },
-    )
-    node.api.create(
-        f"/api/v1/namespaces/{namespace}/secrets",
-        {
-            "metadata": {"name": MUNGE_SECRET},
-            "data": {"munge.key": base64.b64encode(controller.munge_key).decode()},
-        },
-    )
-    address = f"{node.pod_gateway}/32"
-    return {
-        "slurmctld_cidrs": [address],
-        "slurmctld_ports": [controller.ctld_port],
-        "slurmd_cidrs": [address],
-        "slurmd_ports": [controller.slurmd_port],
-        "srun_port_range": f"{controller.srun_ports[0]}-{controller.srun_ports[1]}",
-        "slurm_config_map": SLURM_CONFIG_MAP,
-        "munge_key_secret": MUNGE_SECRET,
-    }
+    slurm_objects(node, namespace, controller.client_conf(node.pod_gateway), controller.munge_key)
+    return slurm_pod_settings(node, controller)
 
 
 @contextlib.contextmanager
@@ -163,22 +114,7 @@ def start_gateway(node: KubeCluster, namespace: str, url: str, token: str, direc
     """`sup gateway`'s server in this process, reaching a login pod at its Service's address (inside
     the cluster it would use the Service's DNS name); its NetworkPolicy in the namespace admits this
     machine to the login pods' idle reporters, as the chart's does for the gateway's pods."""
-    node.api.create(
-        f"/apis/networking.k8s.io/v1/namespaces/{namespace}/networkpolicies",
-        {
-            "metadata": {"name": "demo-gateway"},
-            "spec": {
-                "podSelector": {"matchLabels": {"app.kubernetes.io/managed-by": "sup"}},
-                "policyTypes": ["Ingress"],
-                "ingress": [
-                    {
-                        "from": [{"ipBlock": {"cidr": f"{node.node_ip}/32"}}],
-                        "ports": [{"protocol": "TCP", "port": 9100}],
-                    }
-                ],
-            },
-        },
-    )
+    admit_host_to_idle_reporters(node, namespace, "demo-gateway")
 
     def at_service(pod: Any) -> tuple[str, int]:
         service = node.api.get(f"/api/v1/namespaces/{namespace}/services/{pod.service}")

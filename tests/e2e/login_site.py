@@ -19,6 +19,7 @@ from typing import Any
 
 import httpx
 
+from sup.config import GatewaySettings
 from tests.e2e.stack import Stack
 from tests.support.kubenode import KubeCluster
 from tests.support.server import SupServer
@@ -257,5 +258,26 @@ def slurm_objects(cluster: KubeCluster, namespace: str, slurm_conf: str, munge_k
         {
             "metadata": {"name": MUNGE_SECRET},
             "data": {"munge.key": base64.b64encode(munge_key).decode()},
+        },
+    )
+
+
+def admit_host_to_idle_reporters(cluster: KubeCluster, namespace: str, name: str = "host-gateway") -> None:
+    """A NetworkPolicy admitting the host (where a test's or the demo's gateway runs) to the login pods'
+    idle reporters, as the chart's admits the gateway's pods; `kube.ssh_sources` admits it to sshd."""
+    cluster.api.create(
+        f"/apis/networking.k8s.io/v1/namespaces/{namespace}/networkpolicies",
+        {
+            "metadata": {"name": name},
+            "spec": {
+                "podSelector": {"matchLabels": {"app.kubernetes.io/managed-by": "sup"}},
+                "policyTypes": ["Ingress"],
+                "ingress": [
+                    {
+                        "from": [{"ipBlock": {"cidr": f"{cluster.node_ip}/32"}}],
+                        "ports": [{"protocol": "TCP", "port": GatewaySettings().idle_port}],
+                    }
+                ],
+            },
         },
     )

@@ -736,8 +736,8 @@ def test_the_chart_installed_with_helm_runs_sup_which_provisions_a_person_who_lo
 
         # --- helm upgrade that changes SUP's pod but not what SUP renders: SUP restarts, its first pass
         # after it restarts no login pod (their templates did not change) and keeps every home
-        login = kube_cluster.api.get(f"/api/v1/namespaces/{users}/pods/login-alice-0")
-        assert login is not None
+        alice_pod = kube_cluster.api.get(f"/api/v1/namespaces/{users}/pods/login-alice-0")
+        assert alice_pod is not None
         result = helm(
             helm_binary, "upgrade", release, str(CHART), "--namespace", namespace, *kubeconfig,
             "--reuse-values", "--set", "podAnnotations.upgraded=again", "--wait", "--timeout", "300s",
@@ -759,7 +759,7 @@ def test_the_chart_installed_with_helm_runs_sup_which_provisions_a_person_who_lo
             120,
         )
         after = kube_cluster.api.get(f"/api/v1/namespaces/{users}/pods/login-alice-0")
-        assert after is not None and after["metadata"]["uid"] == login["metadata"]["uid"]
+        assert after is not None and after["metadata"]["uid"] == alice_pod["metadata"]["uid"]
         assert home.stat().st_uid == uid
 
         # --- helm uninstall: SUP and its rights go, the users' namespace and the home stay

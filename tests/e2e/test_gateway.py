@@ -17,9 +17,8 @@ from typing import Any
 
 import pytest
 
-from sup.config import GatewaySettings
 from sup.gateway_server import PodRoute
-from tests.e2e.login_site import SSH_FAILED, LoginSite, Through, new_person
+from tests.e2e.login_site import SSH_FAILED, LoginSite, Through, admit_host_to_idle_reporters, new_person
 from tests.support.gateway_runner import RunningGateway, write_host_key
 from tests.support.kubenode import KubeCluster
 
@@ -52,22 +51,7 @@ def make_gateway_site(
         assert site.server is not None
         # The chart's gateway NetworkPolicy admits the gateway's pods to sshd and the idle reporter;
         # here the gateway runs on the host, whose address kube.ssh_sources admits to sshd only.
-        site.cluster.api.create(
-            f"/apis/networking.k8s.io/v1/namespaces/{site.namespace}/networkpolicies",
-            {
-                "metadata": {"name": "test-gateway"},
-                "spec": {
-                    "podSelector": {"matchLabels": {"app.kubernetes.io/managed-by": "sup"}},
-                    "policyTypes": ["Ingress"],
-                    "ingress": [
-                        {
-                            "from": [{"ipBlock": {"cidr": f"{kube_cluster.node_ip}/32"}}],
-                            "ports": [{"protocol": "TCP", "port": GatewaySettings().idle_port}],
-                        }
-                    ],
-                },
-            },
-        )
+        admit_host_to_idle_reporters(site.cluster, site.namespace, "test-gateway")
         token = site.stack.token("gateway")["Authorization"].removeprefix("Bearer ")
 
         def at_service(pod: PodRoute) -> tuple[str, int]:
