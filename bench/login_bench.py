@@ -25,6 +25,7 @@ Ready, home directory made, first ssh, job done). Not a test: nothing here asser
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import os
 import statistics
@@ -109,9 +110,7 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="sup-login-bench-"))
     slapd, slurmdbd = SlapdServer("rfc2307bis"), SlurmdbdServer("bench")
     jobs = cluster = server = None
-    gateway: RunningGateway | None = None
-    maker: subprocess.Popen[bytes] | None = None
-    mounted: Any = None
+    path = contextlib.ExitStack()  # the researcher's path: home maker, /home on the node, gateway
     rows: list[tuple[str, str]] = []
     try:
         images = build_images()
@@ -189,8 +188,8 @@ def main() -> None:
             stdout=maker_log,
             stderr=subprocess.STDOUT,
         )
-        mounted = homes_on_the_compute_node(jobs, homes)
-        mounted.__enter__()
+        path.callback(maker.terminate)
+        path.enter_context(homes_on_the_compute_node(jobs, homes))
         admit_host_to_idle_reporters(cluster, namespace, "bench-gateway")
         kube_cluster = cluster
 
@@ -202,6 +201,7 @@ def main() -> None:
         gateway = RunningGateway(
             server.url, write_host_key(work / "gateway_key"), token=gateway_token, address=at_service
         )
+        path.callback(gateway.stop)
         api = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {admin}"}, timeout=30)
         scim_api = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {scim}"}, timeout=30)
         group = scim_api.post("/scim/v2/Groups", json={"schemas": [CORE_GROUP], "displayName": "login"})
@@ -254,12 +254,7 @@ def main() -> None:
         for name, samples in parts.items():
             rows.append((f"  from the POST: {name} (median)", f"{statistics.median(samples):.2f} s"))
     finally:
-        if gateway is not None:
-            gateway.stop()
-        if maker is not None:
-            maker.terminate()
-        if mounted is not None:
-            mounted.__exit__(None, None, None)
+        path.close()
         if server is not None:
             server.stop()
         if cluster is not None:
