@@ -38,6 +38,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from sup.config import Settings
 from sup.domain.desired import DesiredState
+from sup.domain.status import PassState
 from sup.groups.schemas import GroupCreate
 from sup.groups.service import create_group
 from sup.reconcile.planner import desired_state, run_pass
@@ -163,7 +164,7 @@ def scoped_pass(settings: Settings, sessions: sessionmaker[Session]) -> tuple[in
     result = run_pass(settings, sessions, apply=True, scoped=True, opener=opener)
     (ldap,) = [t for t in result.targets if t.target == "ldap"]
     assert ldap.scoped, "the pass was not scoped"
-    assert ldap.state in ("applied", "planned"), (ldap.state, ldap.error)
+    assert ldap.state in (PassState.APPLIED, PassState.PLANNED), (ldap.state, ldap.error)
     assert opener.target is not None
     return len(ldap.changes), opener.target.connection.searches, opener.target.connection.writes
 

@@ -33,6 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from sup.config import Settings  # noqa: E402
+from sup.domain.status import PassState  # noqa: E402
 from sup.groups.schemas import GroupCreate  # noqa: E402
 from sup.groups.service import create_group  # noqa: E402
 from sup.reconcile.planner import run_pass  # noqa: E402
@@ -146,7 +147,7 @@ def sup_pass(settings: Settings, url: str, *, scoped: bool = False) -> tuple[flo
     elapsed = time.perf_counter() - started
     engine.dispose()
     (target,) = [t for t in result.targets if t.target == "slurm"]
-    if target.state not in ("applied", "planned") or target.scoped != scoped:
+    if target.state not in (PassState.APPLIED, PassState.PLANNED) or target.scoped != scoped:
         raise RuntimeError(f"the pass failed: {target.state} {target.error} {target.failed[:3]}")
     assert opener.target is not None
     sacctmgr = opener.target.sacctmgr

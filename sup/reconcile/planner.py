@@ -23,6 +23,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from sup.config import Settings
 from sup.domain.desired import DesiredState, Policy, derive
 from sup.domain.guards import Spent, budget_refusal, mass_change
+from sup.domain.status import PassState, SyncState
 from sup.gateway import idle, state
 from sup.reconcile import metrics
 from sup.reconcile.status import record_statuses
@@ -35,17 +36,8 @@ from sup.store.snapshot import load_snapshot
 from sup.targets.base import DELETE, AnyDetails, Change, Failure, ObserveError, Scope, TargetError
 from sup.targets.registry import SPECS
 from sup.targets.spec import TargetSpec
-from sup.users.status import IN_SYNC
 
 log = logging.getLogger(__name__)
-
-# Target states in a pass.
-DISABLED = "disabled"
-PLANNED = "planned"
-REFUSED = "refused"
-APPLIED = "applied"
-PARTIAL = "partial"
-ERROR = "error"
 
 RECONCILER = Actor(name="reconciler", role="admin")  # the audit log's actor when no one is named
 
@@ -55,7 +47,7 @@ __all__ = ["Pass", "TargetOpener", "TargetPass", "plan_from_session", "run_pass"
 @dataclass
 class TargetPass:
     target: str
-    state: str
+    state: PassState
     changes: list[Change[AnyDetails]] = field(default_factory=list)
     error: str | None = None
     applied: list[Change[AnyDetails]] = field(default_factory=list)
@@ -87,12 +79,17 @@ class Pass:
 
     @property
     def ok(self) -> bool:
-        return all(t.state in (DISABLED, PLANNED, APPLIED) for t in self.targets)
+        return all(
+            t.state in (PassState.DISABLED, PassState.PLANNED, PassState.APPLIED) for t in self.targets
+        )
 
     @property
     def retryable(self) -> bool:
         """Whether a target failed in a way a retry may fix (not a terminal TargetError)."""
-        return any(t.state not in (DISABLED, PLANNED, APPLIED) and not t.terminal for t in self.targets)
+        return any(
+            t.state not in (PassState.DISABLED, PassState.PLANNED, PassState.APPLIED) and not t.terminal
+            for t in self.targets
+        )
 
 
 def policy_of(settings: Settings) -> Policy:
@@ -231,7 +228,7 @@ def run_pass(
     results = []
     for name in (spec.name for spec in selected):
         if name not in done_by_name:
-            results.append(TargetPass(name, DISABLED))
+            results.append(TargetPass(name, PassState.DISABLED))
             continue
         result = done_by_name[name]
         results.append(result)
@@ -242,7 +239,7 @@ def run_pass(
                     name,
                     desired,
                     result.failed,
-                    result.error if result.state in (ERROR, REFUSED) else None,
+                    result.error if result.state in (PassState.ERROR, PassState.REFUSED) else None,
                     only=scope.users if result.scoped and scope is not None else None,
                 )
                 _record_spent(session, result, actor, window)
@@ -274,7 +271,7 @@ def _spent(sessions: sessionmaker[Session], target: str, window: int) -> Spent:
 
 def _record_spent(session: Session, result: TargetPass, actor: Actor, window: int) -> None:
     """Count what an applied pass took away against the target's budgets; audit an overridden guard."""
-    if result.state not in (APPLIED, PARTIAL):
+    if result.state not in (PassState.APPLIED, PassState.PARTIAL):
         return
     forced = result.overridden is not None
     removals.record(
@@ -321,7 +318,7 @@ def _pending(
         future = running.get(name)
         if future is not None:
             result = future.result()
-            if result.state in (PLANNED, APPLIED, PARTIAL):
+            if result.state in (PassState.PLANNED, PassState.APPLIED, PassState.PARTIAL):
                 covered = scope.users if result.scoped and scope is not None else desired.users.keys()
                 failed = {f.change.subject for f in result.failed}
                 held |= {user for user in covered if user not in failed}
@@ -335,7 +332,7 @@ def _in_sync_on_target(sessions: sessionmaker[Session], target: str) -> frozense
         return frozenset(
             session.scalars(
                 select(TargetStatus.username).where(
-                    TargetStatus.target == target, TargetStatus.state == IN_SYNC
+                    TargetStatus.target == target, TargetStatus.state == SyncState.IN_SYNC
                 )
             )
         )
@@ -359,14 +356,16 @@ def _count(result: TargetPass, seconds: float, apply: bool) -> None:
         return
     metrics.DRIFT_FOUND.labels(result.target).inc(len(result.changes))
     metrics.LAST_PASS_CHANGES.labels(result.target).set(len(result.changes))
-    metrics.TARGET_UP.labels(result.target).set(0 if result.state in (ERROR, REFUSED) else 1)
+    metrics.TARGET_UP.labels(result.target).set(
+        0 if result.state in (PassState.ERROR, PassState.REFUSED) else 1
+    )
     metrics.CHANGES_APPLIED.labels(result.target).inc(len(result.applied))
     metrics.CHANGES_FAILED.labels(result.target).inc(len(result.failed))
-    if result.state == ERROR:
+    if result.state == PassState.ERROR:
         metrics.TARGET_ERRORS.labels(result.target).inc()
-    elif result.state == REFUSED:
+    elif result.state == PassState.REFUSED:
         metrics.REFUSALS.labels(result.target).inc()
-    elif result.state in (PLANNED, APPLIED):
+    elif result.state in (PassState.PLANNED, PassState.APPLIED):
         metrics.LAST_SUCCESS.labels(result.target).set_to_current_time()
 
 
@@ -388,7 +387,7 @@ def plan_from_session(
         [
             _one_target(spec, settings, engine, desired, frozenset(), opener, apply=False, force=False)
             if settings.target_enabled(spec.name)
-            else TargetPass(spec.name, DISABLED)
+            else TargetPass(spec.name, PassState.DISABLED)
             for spec in specs
         ]
     )
@@ -429,10 +428,10 @@ def _one_target(
         context = target_context(spec, settings, engine)
         target = spec.open(context) if opener is None else opener(name, context)
     except TargetError as exc:
-        return TargetPass(name, ERROR, error=str(exc), terminal=exc.terminal)
+        return TargetPass(name, PassState.ERROR, error=str(exc), terminal=exc.terminal)
     except Exception as exc:  # e.g. the server is down or refuses the bind
         log.exception("cannot open target %s", name)
-        return TargetPass(name, ERROR, error=f"cannot connect: {type(exc).__name__}: {exc}")
+        return TargetPass(name, PassState.ERROR, error=f"cannot connect: {type(exc).__name__}: {exc}")
     try:
         if scope is not None and (
             spec.can_scope is None or not spec.can_scope(context.settings, scope, desired)
@@ -442,7 +441,7 @@ def _one_target(
         if gate is not None:
             desired = gate(desired)
         changes = target.diff(desired, observed, scope)
-        result = TargetPass(name, PLANNED, changes=changes, scoped=scope is not None)
+        result = TargetPass(name, PassState.PLANNED, changes=changes, scoped=scope is not None)
         if not apply or not changes:
             return result
         deletions = sum(1 for c in changes if c.action == DELETE)
@@ -458,20 +457,20 @@ def _one_target(
             or budget_refusal(spent, leaving, _budgeted(changes, baseline), len(baseline), settings.reconcile)
         )
         if refusal is not None and not force:
-            result.state, result.error = REFUSED, refusal
+            result.state, result.error = PassState.REFUSED, refusal
             return result
         result.overridden = refusal
         report = target.apply(changes)
         result.applied, result.failed = report.applied, report.failed
-        result.state = PARTIAL if report.failed else APPLIED
+        result.state = PassState.PARTIAL if report.failed else PassState.APPLIED
         # Users whose removal went through (a scoped pass touches only the users it names).
         done = {c.subject for c in report.applied} - {f.change.subject for f in report.failed}
         result.spent = Spent(len(done.intersection(leaving)), _budgeted(report.applied, baseline))
         return result
     except (ObserveError, TargetError) as exc:
-        return TargetPass(name, ERROR, error=str(exc), terminal=exc.terminal)
+        return TargetPass(name, PassState.ERROR, error=str(exc), terminal=exc.terminal)
     except Exception as exc:  # a bug or an unexpected outage must not stop the other targets
         log.exception("target %s failed", name)
-        return TargetPass(name, ERROR, error=f"unexpected error: {type(exc).__name__}: {exc}")
+        return TargetPass(name, PassState.ERROR, error=f"unexpected error: {type(exc).__name__}: {exc}")
     finally:
         target.close()

@@ -8,6 +8,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from sup.domain.status import PassState
 from sup.reconcile.planner import Pass
 from sup.targets.base import AnyDetails, Change
 
@@ -37,7 +38,7 @@ def print_plan(result: Pass, console: Console, *, applied: bool = False) -> None
         line = f"{target.target}: {target.state}"
         if target.error:
             line += f" — {target.error}"
-        elif target.state != "disabled":
+        elif target.state != PassState.DISABLED:
             line += f", {len(target.changes)} change(s)"
             if applied:
                 line += f", {len(target.applied)} applied, {len(target.failed)} failed"

@@ -14,9 +14,9 @@ from sqlalchemy import delete, insert, select, update
 from sqlalchemy.orm import Session
 
 from sup.domain.desired import DesiredState
+from sup.domain.status import SyncState
 from sup.store.models import TargetStatus, utcnow
 from sup.targets.base import Failure
-from sup.users.status import ERROR, IN_SYNC
 
 MAX_ERROR_TEXT = 2000
 
@@ -63,15 +63,15 @@ def record_statuses(
         if only is not None and username not in only:
             continue
         message = _clip(target_error or errors.get(username))
-        state = ERROR if message else IN_SYNC
+        state = SyncState.ERROR if message else SyncState.IN_SYNC
         row = rows.pop(username, None)
         if row is None:
-            active = user.active if state == IN_SYNC else False
+            active = user.active if state == SyncState.IN_SYNC else False
             attempts = 1 if message else 0
             inserts.append(_row(username, target, state, active, message, attempts, now))
             continue
         old_state, old_active, old_error, old_attempts = row
-        active = user.active if state == IN_SYNC else old_active
+        active = user.active if state == SyncState.IN_SYNC else old_active
         if (old_state, old_error, old_active) == (state, message, active):
             continue
         attempts = old_attempts + 1 if message else 0
@@ -81,10 +81,12 @@ def record_statuses(
         message = _clip(target_error or errors.get(username))
         if message is None:
             gone.append(username)  # removed from the target: nothing left to report
-        elif old_state != ERROR or old_error != message:
+        elif old_state != SyncState.ERROR or old_error != message:
             # Still on the target (its removal failed, or the whole target did): keep the row, and
             # its `active`, which the mass-change guard counts, until the removal goes through.
-            updates.append(_row(username, target, ERROR, old_active, message, old_attempts + 1, now))
+            updates.append(
+                _row(username, target, SyncState.ERROR, old_active, message, old_attempts + 1, now)
+            )
     if inserts:
         session.execute(insert(TargetStatus), inserts)
     if updates:

@@ -30,6 +30,8 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
+from sup.domain.status import SyncState
+
 NAMING_CONVENTION = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
     "uq": "uq_%(table_name)s_%(column_0_N_name)s",
@@ -284,14 +286,15 @@ class AuditEntry(Base):
 
 
 class TargetStatus(Base):
-    """Per user and per target: in_sync, pending or error (with the last error), kept by name so that
-    the status of a deprovisioned user is still readable."""
+    """Per user and per target: a `SyncState` word (in_sync, pending or error, with the last error),
+    kept by name so that the status of a deprovisioned user is still readable. The column holds the
+    enum's values as plain strings."""
 
     __tablename__ = "target_status"
 
     username: Mapped[str] = mapped_column(String(32), primary_key=True)
     target: Mapped[str] = mapped_column(String(16), primary_key=True)
-    state: Mapped[str] = mapped_column(String(16), default="pending")
+    state: Mapped[str] = mapped_column(String(16), default=SyncState.PENDING.value)
     # Whether the last pass that reached this user left them active (unlocked) on the target: what the
     # mass-change guard compares the next plan with.
     active: Mapped[bool] = mapped_column(Boolean, default=True, server_default=true())

@@ -14,18 +14,14 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from sup.config import Settings
+from sup.domain.status import SyncState
 from sup.store.models import OutboxMark, TargetStatus
 from sup.targets.registry import TARGET_NAMES
-
-DISABLED = "disabled"
-PENDING = "pending"
-IN_SYNC = "in_sync"
-ERROR = "error"
 
 
 class TargetState(BaseModel):
     target: str
-    state: str = Field(description="disabled | pending | in_sync | error")
+    state: SyncState
     last_error: str | None = None
     attempts: int = Field(0, description="passes in a row that failed for this user")
     updated_at: datetime | None = Field(None, description="when the state last changed")
@@ -51,11 +47,15 @@ def status_of(
     for target in targets:
         row = rows.get(target)
         if not settings.target_enabled(target):
-            states.append(TargetState(target=target, state=DISABLED))
+            states.append(TargetState(target=target, state=SyncState.DISABLED))
         elif row is None:
-            states.append(TargetState(target=target, state=PENDING))
+            states.append(TargetState(target=target, state=SyncState.PENDING))
         else:
-            state = PENDING if mark is not None and mark.marked_at > row.updated_at else row.state
+            state = (
+                SyncState.PENDING
+                if mark is not None and mark.marked_at > row.updated_at
+                else SyncState(row.state)
+            )
             states.append(
                 TargetState(
                     target=target,
