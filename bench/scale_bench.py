@@ -7,7 +7,7 @@ Starts the whole system on real servers (bench/fullstack.py: PostgreSQL, slapd +
 bound to a Slurm account of the same name, every user in one of them) measures:
 
 - fill: `sup import site.json` of a generated document (users, groups, slurm_accounts) as a
-  subprocess: the bulk import path, batched store writes (sup/sources/apply.py). Not compared.
+  subprocess: the bulk import path, batched store writes (sup/sources/files/apply.py). Not compared.
 - first (part `first`): the first full pass into each target alone, one after the other
   (`run_pass(only=[target], apply=True)`, as `sup reconcile --target T`), timed, with the writes
   each applied. Without `first` the targets are filled by one pass of all targets together, timed.

@@ -33,8 +33,8 @@ from sup.reconcile.worker import Reconciler
 from sup.scim.errors import SCIM_PREFIX, error_response
 from sup.scim.router import router as scim_router
 from sup.slurm_accounts.router import router as slurm_router
+from sup.sources.keycloak.router import router as sources_router
 from sup.sources.keycloak.scheduler import KeycloakPuller
-from sup.sources.router import router as sources_router
 from sup.store.session import make_engine, make_sessionmaker
 from sup.tokens.router import router as tokens_router
 from sup.users.router import router as users_router

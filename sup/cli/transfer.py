@@ -22,11 +22,11 @@ from rich.table import Table
 from sqlalchemy.orm import Session
 
 from sup.cli.common import Cli, Exit, context, err, fail, out, print_json
-from sup.sources.apply import Outcome, apply_plan
-from sup.sources.document import Document, FileError, read_files
-from sup.sources.export import dump, export_document
-from sup.sources.guard import prune_refusal
-from sup.sources.plan import Plan, make_plan
+from sup.sources.files.apply import Outcome, apply_plan
+from sup.sources.files.document import Document, FileError, read_files
+from sup.sources.files.export import dump, export_document
+from sup.sources.files.guard import prune_refusal
+from sup.sources.files.plan import Plan, make_plan
 from sup.store.locks import LockTimeout, exclusive
 from sup.store.session import make_sessionmaker
 
@@ -104,7 +104,7 @@ def _read(cli: Cli, files: list[Path], fmt: str | None, *, from_ldap: bool, from
             return read_files(files, fmt)
         except FileError as exc:
             fail(str(exc), Exit.INVALID)
-    from sup.sources.adopt import AdoptError, adopt
+    from sup.sources.files.adopt import AdoptError, adopt
 
     try:
         return adopt(cli.settings, ldap=from_ldap, slurm=from_slurm)

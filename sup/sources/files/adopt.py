@@ -14,7 +14,7 @@ from typing import Any
 
 from sup.config import Settings
 from sup.reconcile.targets import target_context
-from sup.sources.document import Document, Problem, Record
+from sup.sources.files.document import Document, Problem, Record
 from sup.targets.adoption import Adoption, AdoptionError
 from sup.targets.base import TargetError
 from sup.targets.registry import SPECS
@@ -46,7 +46,7 @@ def adopt(settings: Settings, *, ldap: bool, slurm: bool) -> Document:
 
 def adopt_from(settings: Settings, names: list[str]) -> Document:
     """The import document of what the named targets hold, read in registry order."""
-    from sup.sources.document import parse_mapping
+    from sup.sources.files.document import parse_mapping
 
     adoption = Adoption(private_groups=settings.ids.private_groups, reserved_names=settings.reserved_names())
     for spec in SPECS:

@@ -28,8 +28,8 @@ from sup.errors import InvalidInput
 from sup.groups.privilege import privileged_among
 from sup.groups.schemas import GroupCreate
 from sup.slurm_accounts.schemas import SlurmAccountCreate
-from sup.sources.current import ACCOUNT_FIELDS, Current, load_current
-from sup.sources.document import Document, Kind, Problem, Record
+from sup.sources.files.current import ACCOUNT_FIELDS, Current, load_current
+from sup.sources.files.document import Document, Kind, Problem, Record
 from sup.store import ids
 from sup.users.schemas import UserCreate, UserPatch
 from sup.users.service import check_username_policy, default_home

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from sup.config import Settings
 from sup.domain import guards
-from sup.sources.plan import Plan
+from sup.sources.files.plan import Plan
 
 
 def prune_refusal(settings: Settings, plan: Plan) -> str | None:

@@ -31,8 +31,8 @@ from sup.groups.service import delete_group
 from sup.groups.upsert import GroupInput, save_group
 from sup.slurm_accounts.schemas import SlurmAccountCreate, SlurmAccountPatch
 from sup.slurm_accounts.service import create_account, update_account
-from sup.sources.document import Record
-from sup.sources.plan import Item, Plan, user_values
+from sup.sources.files.document import Record
+from sup.sources.files.plan import Item, Plan, user_values
 from sup.store.audit import Actor
 from sup.store.lookup import require_group, require_user
 from sup.users.bulk import create_users

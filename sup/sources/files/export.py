@@ -9,7 +9,7 @@ from typing import Any
 import yaml
 from sqlalchemy.orm import Session
 
-from sup.sources.current import load_current
+from sup.sources.files.current import load_current
 
 
 def export_document(session: Session) -> dict[str, list[dict[str, Any]]]:
