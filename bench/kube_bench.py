@@ -39,11 +39,11 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from sup.config import Settings
+from sup.config.targets import target_context
 from sup.domain.desired import DesiredState
 from sup.groups.schemas import GroupCreate
 from sup.groups.service import create_group
 from sup.reconcile.planner import desired_state, run_pass
-from sup.reconcile.targets import target_context
 from sup.store import migrate, outbox
 from sup.store.audit import Actor
 from sup.store.session import make_engine, make_sessionmaker
@@ -148,7 +148,7 @@ def login_files(
 
 
 def one_pass(settings: Settings, desired: DesiredState, *, apply: bool) -> dict[str, Any]:
-    target = KubeTarget(target_context(SPEC, settings, None))
+    target = KubeTarget(target_context(SPEC, settings))
     try:
         observed = target.observe()
         changes = target.diff(desired, observed)

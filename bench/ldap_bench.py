@@ -37,12 +37,12 @@ from ldap3 import ASYNC, SAFE_SYNC, Connection, Server
 from sqlalchemy.orm import Session, sessionmaker
 
 from sup.config import Settings
+from sup.config.targets import target_context
 from sup.domain.desired import DesiredState
 from sup.domain.status import PassState
 from sup.groups.schemas import GroupCreate
 from sup.groups.service import create_group
 from sup.reconcile.planner import desired_state, run_pass
-from sup.reconcile.targets import target_context
 from sup.store import migrate, outbox
 from sup.store.audit import Actor
 from sup.store.session import make_engine, make_sessionmaker
@@ -137,7 +137,7 @@ def sup_pass(
     settings: Settings, desired: DesiredState, scope: Scope | None = None
 ) -> tuple[list[LdapChange], int, int, int]:
     """One target pass: (changes, searches, writes, failures)."""
-    target = LdapTarget(target_context(SPEC, settings, None))
+    target = LdapTarget(target_context(SPEC, settings))
     try:
         changes = target.diff(desired, target.observe(scope), scope)
         report = target.apply(changes) if changes else None

@@ -21,13 +21,14 @@ from sqlalchemy import Connection, Engine, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from sup.config import Settings
+from sup.config.targets import target_context
 from sup.domain.desired import DesiredState, Policy, derive
 from sup.domain.guards import Spent, budget_refusal, mass_change
 from sup.domain.status import PassState, SyncState
 from sup.gateway import idle, state
 from sup.reconcile import metrics
 from sup.reconcile.status import record_statuses
-from sup.reconcile.targets import TargetOpener, target_context
+from sup.reconcile.targets import TargetOpener, store_lock
 from sup.store import outbox, removals
 from sup.store.audit import Actor, record
 from sup.store.models import TargetStatus, utcnow
@@ -425,7 +426,7 @@ def _one_target(
     ordering of targets that need what another provides)."""
     name = spec.name
     try:
-        context = target_context(spec, settings, engine)
+        context = target_context(spec, settings, store_lock(engine))
         target = spec.open(context) if opener is None else opener(name, context)
     except TargetError as exc:
         return TargetPass(name, PassState.ERROR, error=str(exc), terminal=exc.terminal)

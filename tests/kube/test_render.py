@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from sup.config import Settings
-from sup.reconcile.targets import target_context
+from sup.config.targets import target_context
 from sup.targets.base import TargetError
 from sup.targets.kube import SPEC, KubeSettings, KubeTarget
 from sup.targets.kube.model import Observed
@@ -168,7 +168,7 @@ def test_egress_that_reaches_the_api_server_stops_the_target_until_it_is_carved_
 
 
 def _context(kube: dict[str, Any]) -> TargetContext[KubeSettings]:
-    return target_context(SPEC, Settings(kube=kube), None)
+    return target_context(SPEC, Settings(kube=kube))
 
 
 def _no_client() -> Any:

@@ -12,9 +12,9 @@ from ldap3 import BASE, LEVEL
 from pydantic import ValidationError
 
 from sup.config import Settings
+from sup.config.targets import target_context
 from sup.domain.desired import DesiredGroup, DesiredState, DesiredUser
 from sup.groups.schemas import GroupCreate
-from sup.reconcile.targets import target_context
 from sup.targets.ldap import SPEC, LdapTarget
 from sup.targets.ldap import dn as dnlib
 from sup.targets.ldap.layout import Layout
@@ -60,7 +60,7 @@ def test_the_target_refuses_them_too_and_touches_nothing_else(
         groups[f"g{i}"] = DesiredGroup(name, 51000 + i, None, frozenset({"kim"}), False)
     desired = DesiredState(users=users, groups={g.name: g for g in groups.values()})
 
-    target = LdapTarget(target_context(SPEC, site.settings, None))
+    target = LdapTarget(target_context(SPEC, site.settings))
     try:
         changes = target.diff(desired, target.observe())
         refused = {(c.kind, c.name): str(c.details_json()["error"]) for c in changes if c.action == "report"}

@@ -9,9 +9,9 @@ from collections.abc import Callable
 from ldap3 import MODIFY_ADD
 from sqlalchemy import update
 
+from sup.config.targets import target_context
 from sup.groups.service import delete_group
 from sup.reconcile.planner import desired_state
-from sup.reconcile.targets import target_context
 from sup.store.models import User
 from sup.targets.ldap import SPEC, LdapTarget
 from tests.conftest import ACTOR
@@ -172,7 +172,7 @@ def test_a_stale_plan_applies_cleanly(site: Site) -> None:
     site.update_group("physics", members=["kim", "saul"])
     with site.sessions.begin() as session:
         delete_group(session, site.settings, ACTOR, "old")
-    target = LdapTarget(target_context(SPEC, site.settings, None))
+    target = LdapTarget(target_context(SPEC, site.settings))
     try:
         changes = target.diff(desired_state(site.sessions, site.settings), target.observe())
         assert {(c.action, c.name) for c in changes} == {("add_members", "physics"), ("delete", "old")}

@@ -7,8 +7,9 @@ from collections.abc import Callable
 from sqlalchemy.orm import Session, sessionmaker
 
 from sup.config import Settings
+from sup.config.targets import target_context
 from sup.reconcile.planner import desired_state, run_pass
-from sup.reconcile.targets import target_context
+from sup.reconcile.targets import store_lock
 from sup.targets.slurm import SPEC, SlurmTarget
 from tests.slurm import helpers as h
 from tests.support.slurmdbd import SlurmdbdServer
@@ -25,16 +26,16 @@ def test_applying_a_stale_plan_again_is_harmless(
     for name in ("kim", "saul", "lalo", "nacho"):
         h.add_user(store, settings, name, "physics")
     h.add_account(store, "phys", group="physics", fairshare=10)
-    planner = SlurmTarget(target_context(SPEC, settings, store.kw["bind"]))
+    planner = SlurmTarget(target_context(SPEC, settings, store_lock(store.kw["bind"])))
     changes = planner.diff(desired_state(store, settings), planner.observe())  # what `sup plan` shows
-    first = SlurmTarget(target_context(SPEC, settings, store.kw["bind"]))
+    first = SlurmTarget(target_context(SPEC, settings, store_lock(store.kw["bind"])))
     report = first.apply(changes)
     assert (len(report.applied), report.failed) == (len(changes), [])
     assert first.sacctmgr.reads == 0  # every call exited 0: nothing to verify
 
     # The same plan again: every sacctmgr call answers "Nothing new added." (exit 1); the state is
     # read again, shows it all done, and nothing is reported as failed.
-    again = SlurmTarget(target_context(SPEC, settings, store.kw["bind"]))
+    again = SlurmTarget(target_context(SPEC, settings, store_lock(store.kw["bind"])))
     report = again.apply(changes)
     assert (len(report.applied), report.failed) == (len(changes), [])
     assert again.sacctmgr.reads > 0

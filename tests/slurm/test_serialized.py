@@ -17,14 +17,16 @@ from tests.support.slurmdbd import SlurmdbdServer
 APPLY = """
 import json, sys
 from sup.config import Settings
-from sup.reconcile.targets import target_context
+from sup.config.targets import target_context
+from sup.reconcile.targets import store_lock
 from sup.store.session import make_engine
 from sup.targets.base import CREATE, Change
 from sup.targets.slurm import SPEC, SlurmTarget
 from sup.targets.slurm.model import AssociationChange
 
 url, section, cluster, users = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3], sys.argv[4].split(",")
-target = SlurmTarget(target_context(SPEC, Settings(database_url=url, slurm=section), make_engine(url)))
+settings = Settings(database_url=url, slurm=section)
+target = SlurmTarget(target_context(SPEC, settings, store_lock(make_engine(url))))
 changes = [
     Change("slurm", CREATE, "association", f"phys/{u}", AssociationChange(cluster, "phys", u))
     for u in users

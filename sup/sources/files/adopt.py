@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from sup.config import Settings
-from sup.reconcile.targets import target_context
+from sup.config.targets import target_context
 from sup.sources.files.document import Document, Problem, Record
 from sup.targets.adoption import Adoption, AdoptionError
 from sup.targets.base import TargetError
@@ -57,7 +57,7 @@ def adopt_from(settings: Settings, names: list[str]) -> Document:
         if not settings.target_enabled(spec.name):
             raise AdoptError(f"the {spec.name} target is not configured: nothing to adopt from")
         try:
-            spec.adopt(target_context(spec, settings, None), adoption)
+            spec.adopt(target_context(spec, settings), adoption)
         except (AdoptionError, TargetError) as exc:
             raise AdoptError(str(exc)) from exc
         except Exception as exc:
