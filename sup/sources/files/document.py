@@ -1,6 +1,6 @@
 """Reading an import file into typed records, each remembering where it came from.
 
-CSV (header in DESIGN.md): `username,email,display_name,groups`, optional `uid_number`,
+CSV (header described in docs/import.md): `username,email,display_name,groups`, optional `uid_number`,
 `login_shell`, `ssh_public_keys`; lists inside a cell are separated by `;`. YAML or JSON: a mapping
 with `users`, `groups` and `slurm_accounts` lists, each entry in the shape of the API's create body
 (the shape `sup export` writes). Every record is checked with the API's own schemas, so a value the
