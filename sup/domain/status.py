@@ -19,7 +19,7 @@ from enum import StrEnum
 
 
 class SyncState(StrEnum):
-    """One user on one target."""
+    """Where one user stands on one target."""
 
     DISABLED = "disabled"  # the target has no section in the settings
     PENDING = "pending"  # a change newer than the last verdict waits, or no pass reached the user
@@ -28,7 +28,7 @@ class SyncState(StrEnum):
 
 
 class PassState(StrEnum):
-    """One target in one pass."""
+    """How one pass went for one target."""
 
     DISABLED = "disabled"  # not configured: neither read nor written
     PLANNED = "planned"  # read and planned (plan only, or nothing to apply)
