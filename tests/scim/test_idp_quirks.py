@@ -1,4 +1,4 @@
-"""Each identity provider's quirks (shared/notes/scim.md), with that IdP's exact payload shape.
+"""Each identity provider's quirks (docs/identity-providers.md, "IdP quirks accepted"), with that IdP's exact payload shape.
 
 Every test checks what the IdP gets back and what the store holds (users, memberships, outbox).
 """
