@@ -59,7 +59,8 @@ def _default_oidc_roles() -> dict[str, OidcRole]:
 
 
 class OidcSettings(Section):
-    """OIDC access tokens on the admin API (settings key `oidc`), e.g. from a Keycloak realm.
+    """OIDC access tokens on the admin API (settings key `oidc`), e.g. from a Keycloak realm; absent,
+    only SUP's own tokens are accepted.
 
     A bearer that is not a SUP token is verified as a JWT: signature by the issuer's JWKS (cached,
     re-read when a token names an unknown key), `iss`, `aud` and `exp`. Its roles map to SUP roles.

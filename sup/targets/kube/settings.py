@@ -220,7 +220,8 @@ class KubeSettings(Section):
         DEFAULT_MUNGE_UID,
         ge=1,
         le=2147483647,
-        description="uid and gid munged runs as in the munge sidecar: not root, not a uid SUP gives people",
+        description="uid and gid munged runs as in the munge sidecar: not root, and outside the uid "
+        "ranges SUP gives people (ids.uid_range, ids.supplied_uid_ranges)",
     )
     egress_cidrs: list[str] = Field(
         default_factory=list,
