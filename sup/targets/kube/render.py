@@ -1,8 +1,9 @@
 """Jinja2 templates -> manifests: the objects the desired state calls for (pure).
 
-Templates live in templates/kube/ (or sup/_templates/kube/ in an installed wheel); a file of the same
-name in `kube.templates_dir` replaces the shipped one. Every value a template interpolates goes
-through `tojson`, so no name, path or setting can change the document's structure. The shipped
+The shipped templates live beside this module (sup/targets/kube/templates/, package data of the
+wheel); a file of the same name in `kube.templates_dir` replaces the shipped one. Every value a
+template interpolates goes through `tojson`, so no name, path or setting can change the document's
+structure. The shipped
 templates are JSON (also valid YAML) because it parses ten times faster; overrides may be any YAML.
 After rendering, SUP sets what it relies on, whatever the template says: the name, the labels that
 observe selects on, the annotation naming the owner, and for login workloads the selector and pod
@@ -29,7 +30,6 @@ from sup.targets.kube.model import LOGIN_CONFIG, NETWORK_POLICY, PVC, SERVICE, W
 from sup.targets.kube.settings import KubeSettings
 from sup.targets.kube.shared_homes import subpath
 from sup.targets.kube.values import inside
-from sup.targets.templates import templates_dir
 
 HOME_PVC = "home-pvc.yaml.j2"
 USER_WORKLOAD = "user-statefulset.yaml.j2"
@@ -52,7 +52,8 @@ class TemplateError(Exception):
 
 
 def shipped_templates() -> Path:
-    return templates_dir() / "kube"
+    """The directory of the shipped templates, inside the package (a wheel installs it alongside)."""
+    return Path(__file__).resolve().parent / "templates"
 
 
 class Renderer:

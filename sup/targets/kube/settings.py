@@ -31,7 +31,7 @@ DEFAULT_MUNGE_UID = 994
 class KubeSettings(Section):
     """The Kubernetes target (settings key `kube`): per user a home PersistentVolumeClaim and a login
     StatefulSet (one sshd pod) with its Service and NetworkPolicy, all in `namespace`; per group named
-    in `group_pods`, a shared login pod. Rendered from templates/kube/*.yaml.j2 (`templates_dir`
+    in `group_pods`, a shared login pod. Rendered from sup/targets/kube/templates/*.yaml.j2 (`templates_dir`
     overrides them file by file). Objects carry `app.kubernetes.io/managed-by: sup`; SUP never writes
     an object without it.
     """
