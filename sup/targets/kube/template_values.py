@@ -7,10 +7,11 @@ This is the templates' interface, shipped ones and operators' own alike (docs/ku
 reads (`settings.cpu`, `user.username`, `network.egress`...) are the ones templates have always read,
 so an operator's template keeps working; renaming a field here breaks theirs.
 
-Values are frozen dataclasses, except two that are Kubernetes JSON as they are: an ipBlock
-(`IpBlock`, whose key `except` is no Python name) and the settings (`TemplateSettings`, the `kube`
-section itself with the two requests filled in, so that every key a site sets is readable). `| tojson`
-turns any of them into the JSON it was before they were typed (`template_json`).
+Values are frozen dataclasses, except three: an ipBlock (`IpBlock`, a TypedDict, being Kubernetes
+JSON whose key `except` is no Python name), `pod_labels` (a mapping of label to value) and the
+settings (`TemplateSettings`, a frozen pydantic model: the `kube` section itself with the two
+requests filled in, so that every key a site sets is readable). `| tojson` turns any of them into
+the JSON it was before they were typed (`template_json`).
 """
 
 from __future__ import annotations
