@@ -2,7 +2,7 @@
 
 mdb database, the memberof and refint overlays, and the schemas SUP needs: core, cosine,
 inetorgperson, rfc2307bis (Debian's gosa-schema) or nis (RFC 2307), and the two SUP ships in
-templates/ (openssh-lpk and sudo). TLS is on (a CA and a server certificate made here), on an
+sup/targets/ldap/schema/ (openssh-lpk and sudo). TLS is on (a CA and a server certificate made here), on an
 ldaps:// port and for StartTLS on the ldap:// port.
 
 Accounts below the suffix `dc=sup,dc=test`:
@@ -39,7 +39,7 @@ from tests.support.ports import free_port
 from tests.support.processes import stop_process
 
 REPO = Path(__file__).resolve().parents[2]
-TEMPLATES = REPO / "templates"
+SUP_SCHEMAS = REPO / "sup" / "targets" / "ldap" / "schema"  # the schemas SUP ships (docs/ldap.md)
 SUFFIX = "dc=sup,dc=test"
 ROOT_DN = f"cn=admin,{SUFFIX}"
 ROOT_PASSWORD = "root-secret-7"
@@ -72,8 +72,8 @@ def _schema_files(schema: str) -> list[Path]:
         base / "cosine.schema",
         base / "inetorgperson.schema",
         posix,
-        TEMPLATES / "openssh-lpk.schema",
-        TEMPLATES / "sudo.schema",
+        SUP_SCHEMAS / "openssh-lpk.schema",
+        SUP_SCHEMAS / "sudo.schema",
     ]
     missing = [str(f) for f in files if not f.exists()]
     if missing:

@@ -82,11 +82,17 @@ def plan(
     renderer: Renderer,
     settings: KubeSettings,
     now: datetime.datetime,
+    *,
+    include_group_pods: bool = True,
 ) -> list[KubeChange]:
+    """`include_group_pods`: False in a pass scoped to some users (target.py), which read only their
+    objects: a group pod's were not read, so planning it would create what exists, and one whose
+    members' pods it does not involve (spec.py, `can_scope`) is left to the next full pass."""
     changes: list[KubeChange] = []
     refused: set[tuple[str, str]] = set()
     logins = _login_users(desired, settings)
-    wanted = _wanted(desired, logins, observed, renderer, settings, changes, refused)
+    group_pods = settings.group_pods if include_group_pods else []
+    wanted = _wanted(desired, logins, group_pods, observed, renderer, settings, changes, refused)
     _shared_claim_missing(observed, renderer, changes, refused)
     blocked = _blocked(wanted, observed, settings.namespace, changes, refused)
     for key, item in wanted.items():
@@ -148,13 +154,15 @@ def _order(change: KubeChange) -> tuple[int, int, str, str]:
 def _wanted(
     desired: DesiredState,
     logins: set[str],
+    group_pods: list[str],
     observed: Observed,
     renderer: Renderer,
     settings: KubeSettings,
     changes: list[KubeChange],
     refused: set[tuple[str, str]],
 ) -> dict[tuple[str, str], Wanted]:
-    """`refused`: gets the keys of login ConfigMaps SUP will not write (their workloads wait)."""
+    """`group_pods`: the groups whose shared pods to plan; `refused`: gets the keys of login
+    ConfigMaps SUP will not write (their workloads wait)."""
     items: list[Wanted] = []
     shared = renderer.shared_claim is not None
     claims = {} if shared else assign_claims(desired.users, observed)
@@ -176,7 +184,7 @@ def _wanted(
             owner = names.Owner("user", user.username)
             files = directory.files([user])
             items.extend(_login_config(owner, files, observed, renderer, changes, refused))
-    for group_name in settings.group_pods:
+    for group_name in group_pods:
         group = desired.groups.get(group_name)
         if group is None:
             reason = (
