@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sup.domain.gateway import Route
 from sup.domain.gecos import gecos_text
+from sup.domain.login_pods import Route
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ of role `gateway`.
 
 from __future__ import annotations
 
-from sup.domain.gateway import PodRoute
+from sup.domain.login_pods import PodRoute
 from sup.gateway_server.routes import NoRoute, PersonRoute, SupApi
 from sup.gateway_server.server import Gateway, PodAddress, template_address
 

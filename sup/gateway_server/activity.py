@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
-from sup.domain.gateway import PodRoute
+from sup.domain.login_pods import PodRoute
 from sup.gateway_server.routes import GatewayApi, SupUnavailable
 
 log = logging.getLogger(__name__)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import asyncssh
 
-from sup.domain.gateway import PodRoute
+from sup.domain.login_pods import PodRoute
 from sup.gateway_server import metrics, texts
 from sup.gateway_server.activity import in_use
 from sup.gateway_server.limits import Verdict, source_key

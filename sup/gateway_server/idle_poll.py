@@ -20,7 +20,7 @@ from typing import Any
 
 import httpx
 
-from sup.domain.gateway import PodRoute
+from sup.domain.login_pods import PodRoute
 from sup.gateway_server import metrics
 from sup.gateway_server.routes import SupUnavailable
 

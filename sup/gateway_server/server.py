@@ -21,7 +21,7 @@ from typing import Any
 import asyncssh
 
 from sup.config.gateway import GatewaySettings
-from sup.domain.gateway import PodRoute
+from sup.domain.login_pods import PodRoute
 from sup.gateway_server import metrics
 from sup.gateway_server.activity import Activity, used_body
 from sup.gateway_server.connection import GatewayConnection

@@ -23,7 +23,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from sup.config import Settings
 from sup.domain.desired import DesiredState, Policy, derive
 from sup.domain.guards import Spent, budget_refusal, mass_change
-from sup.gateway import idle, state
+from sup.logins import sleep, wake_state
 from sup.reconcile import metrics
 from sup.reconcile.status import record_statuses
 from sup.reconcile.targets import TargetOpener, target_context
@@ -116,19 +116,19 @@ def with_sleep(
     """The desired state with the login pods that sleep (docs/ssh-gateway.md, "Scale to zero"), when
     they may sleep on this site (`gateway.idle_seconds`); with `step`, idle pods are put to sleep
     first (a full applying pass: the scheduled one, a retry, `sup reconcile`)."""
-    if idle.policy(settings) is None:
+    if sleep.policy(settings) is None:
         return desired
     if step:
         with sessions.begin() as session:
-            idle.sleep_idle(session, settings, desired, utcnow(), actor)
+            sleep.sleep_idle(session, settings, desired, utcnow(), actor)
     with sessions() as session:
         return _sleeping(session, settings, desired)
 
 
 def _sleeping(session: Session, settings: Settings, desired: DesiredState) -> DesiredState:
     """The desired state with the pods asleep and the idle reporter's port (pods may sleep here)."""
-    assert settings.gateway is not None  # idle.policy says pods may sleep
-    return replace(desired, asleep=state.asleep(session), idle_port=settings.gateway.idle_port)
+    assert settings.gateway is not None  # sleep.policy says pods may sleep
+    return replace(desired, asleep=wake_state.asleep(session), idle_port=settings.gateway.idle_port)
 
 
 def _selected(specs: Sequence[TargetSpec[Any]], only: Sequence[str] | None) -> list[TargetSpec[Any]]:
@@ -380,7 +380,7 @@ def plan_from_session(
     """Plan every enabled target against the store as `session` sees it, uncommitted changes
     included (`sup import --dry-run --plan` shows the plan an import would lead to)."""
     desired = derive(load_snapshot(session), policy_of(settings))
-    if idle.policy(settings) is not None:
+    if sleep.policy(settings) is not None:
         desired = _sleeping(session, settings, desired)
     bind = session.get_bind()
     engine = bind if isinstance(bind, Engine) else bind.engine

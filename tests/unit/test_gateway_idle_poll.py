@@ -13,7 +13,7 @@ import zlib
 import httpx
 import pytest
 
-from sup.domain.gateway import PodRoute
+from sup.domain.login_pods import PodRoute
 from sup.gateway_server.idle_poll import IdlePoller, parse_count
 from sup.gateway_server.routes import SupUnavailable
 

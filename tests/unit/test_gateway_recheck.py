@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import httpx
 
-from sup.domain.gateway import PodRoute
+from sup.domain.login_pods import PodRoute
 from sup.gateway_server import NoRoute, PersonRoute, SupApi
 from sup.gateway_server.recheck import HeldTunnel, RouteRecheck
 from sup.gateway_server.routes import Lookup, SupUnavailable

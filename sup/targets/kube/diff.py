@@ -35,7 +35,7 @@ from dataclasses import replace
 from typing import Any
 
 from sup.domain.desired import DesiredState, DesiredUser
-from sup.domain.gateway import Route
+from sup.domain.login_pods import Route
 from sup.targets.base import CREATE, DELETE, REPORT, UPDATE, Change
 from sup.targets.kube import names
 from sup.targets.kube.drift import differences

@@ -1,4 +1,4 @@
-"""One person as the SSH gateway needs them: read from the store for `sup.domain.gateway.route`.
+"""One person as the SSH gateway needs them: read from the store for `sup.domain.login_pods.route`.
 
 The gateway asks per connection attempt (with a short cache on its side), so this reads one user
 row, their key fingerprints and their groups' names: three indexed queries, never the whole store.
@@ -13,7 +13,7 @@ from collections.abc import Collection
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from sup.domain.gateway import GatewayPerson
+from sup.domain.login_pods import GatewayPerson
 from sup.domain.sshkeys import printable
 from sup.store.models import Group, Membership, SshKey, User
 

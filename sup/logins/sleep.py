@@ -1,5 +1,5 @@
 """The scheduled pass's sleep step: which login pods go to sleep now (docs/ssh-gateway.md, "Scale to
-zero"), decided by `sup.domain.gateway_idle.decide` from the wake state, the gateways' heartbeats and
+zero"), decided by `sup.domain.login_sleep.decide` from the wake state, the gateways' heartbeats and
 the clock, and written to the wake state in one transaction before the pass renders replicas from it.
 
 Runs only when `gateway.idle_seconds` is set and the Kubernetes target is on. A login pod SUP sees
@@ -17,9 +17,9 @@ from sqlalchemy.orm import Session
 
 from sup.config import Settings
 from sup.domain.desired import DesiredState
-from sup.domain.gateway import Route
-from sup.domain.gateway_idle import IdleDecision, IdlePolicy, decide
-from sup.gateway import metrics, state
+from sup.domain.login_pods import Route
+from sup.domain.login_sleep import IdleDecision, IdlePolicy, decide
+from sup.logins import metrics, wake_state
 from sup.store.audit import Actor, record
 from sup.store.models import LoginWake
 
@@ -62,7 +62,7 @@ def sleep_idle(
     if rules is None or kube is None:
         return None
     pods = login_pods(desired, kube.login_groups, kube.group_pods)
-    rows, states = state.pod_states(session)
+    rows, states = wake_state.pod_states(session)
     known = {s.pod for s in states}
     for pod in sorted(pods - known, key=lambda p: (p.kind, p.name)):
         session.add(LoginWake(kind=pod.kind, name=pod.name, awake=True, woken_at=None, last_activity=now))
@@ -70,7 +70,7 @@ def sleep_idle(
         if Route("group" if row.kind == "group" else "user", row.name) not in pods:
             session.delete(row)
     kept = [s for s in states if s.pod in pods]
-    decision = decide(kept, state.heartbeats(session, now, rules.heartbeat_seconds), now, rules)
+    decision = decide(kept, wake_state.heartbeats(session, now, rules.heartbeat_seconds), now, rules)
     for row in rows:
         pod = Route("group" if row.kind == "group" else "user", row.name)
         if pod not in pods:
