@@ -1,6 +1,7 @@
 """SUP's side of the login pods (docs/ssh-gateway.md): who may reach which pod, whether it is awake,
 and the /api/v1/gateway/* endpoints that the jump host (`sup gateway`, sup/gateway) calls with a
-token of role `gateway`.
+token of role `gateway`. Which pods exist is the domain's rule (sup/domain/login_pods.py), the same
+one the Kubernetes target renders from.
 
 person.py      one person as the gateway needs them, read from the store
 wake_state.py  the store's wake state (`login_wake`) and the gateway replicas' heartbeats

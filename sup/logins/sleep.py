@@ -10,33 +10,17 @@ While no gateway replica reports, nothing sleeps and the awake pods are stamped 
 
 from __future__ import annotations
 
-from collections.abc import Collection
 from datetime import datetime
 
 from sqlalchemy.orm import Session
 
 from sup.config import Settings
 from sup.domain.desired import DesiredState
-from sup.domain.login_pods import Route
+from sup.domain.login_pods import Route, login_pods
 from sup.domain.login_sleep import IdleDecision, IdlePolicy, decide
 from sup.logins import metrics, wake_state
 from sup.store.audit import Actor, record
 from sup.store.models import LoginWake
-
-
-def login_pods(
-    desired: DesiredState, login_groups: Collection[str], group_pods: Collection[str]
-) -> set[Route]:
-    """The login pods the Kubernetes target keeps: every active provisioned person's own (or, with
-    `kube.login_groups`, those of their members), and one per group in `kube.group_pods`."""
-    people = set(desired.users)
-    if login_groups:
-        people = {
-            m for g in login_groups if (group := desired.groups.get(g)) is not None for m in group.members
-        }
-    pods = {Route("user", name) for name in people if name in desired.users and desired.users[name].active}
-    pods |= {Route("group", name) for name in group_pods if name in desired.groups}
-    return pods
 
 
 def policy(settings: Settings) -> IdlePolicy | None:
