@@ -1,6 +1,11 @@
-"""The scheduled pass's sleep step: which login pods go to sleep now (docs/ssh-gateway.md, "Scale to
-zero"), decided by `sup.domain.login_sleep.decide` from the wake state, the gateways' heartbeats and
-the clock, and written to the wake state in one transaction before the pass renders replicas from it.
+"""The sleep step: which login pods go to sleep now (docs/ssh-gateway.md, "Scale to zero"), decided
+by `sup.domain.login_sleep.decide` from the wake state, the gateways' heartbeats and the clock, and
+written to the wake state in one transaction before the pass renders replicas from it.
+
+`SLEEP_STEP` is how the planner runs it: a step that adjusts the desired state before the targets
+plan (sup/reconcile/steps.py lists it), with no name of this package in the planner. Its write
+(`sleep_idle`) runs in full applying passes (the scheduled one, a retry, `sup reconcile`); every
+pass, `sup plan` included, then plans from the pods asleep (`with_asleep`).
 
 Runs only when `gateway.idle_seconds` is set and the Kubernetes target is on. A login pod SUP sees
 for the first time gets a row, awake and in use now: turning the setting on, or a new person, does
@@ -10,9 +15,11 @@ While no gateway replica reports, nothing sleeps and the awake pods are stamped 
 
 from __future__ import annotations
 
+from collections.abc import Collection
+from dataclasses import replace
 from datetime import datetime
 
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, sessionmaker
 
 from sup.config import Settings
 from sup.domain.desired import DesiredState
@@ -20,7 +27,7 @@ from sup.domain.login_pods import Route, login_pods
 from sup.domain.login_sleep import IdleDecision, IdlePolicy, decide
 from sup.logins import metrics, wake_state
 from sup.store.audit import Actor, record
-from sup.store.models import LoginWake
+from sup.store.models import LoginWake, utcnow
 
 
 def policy(settings: Settings) -> IdlePolicy | None:
@@ -73,3 +80,47 @@ def sleep_idle(
     for kind in ("user", "group"):
         metrics.AWAKE.labels(kind).set(sum(1 for pod in awake if pod.kind == kind))
     return decision
+
+
+def with_asleep(session: Session, settings: Settings, desired: DesiredState) -> DesiredState:
+    """The desired state with the pods asleep and the idle reporter's port, when pods may sleep on
+    this site (`gateway.idle_seconds`); else `desired` as it is."""
+    if policy(settings) is None:
+        return desired
+    assert settings.gateway is not None  # policy says pods may sleep
+    return replace(desired, asleep=wake_state.asleep(session), idle_port=settings.gateway.idle_port)
+
+
+def with_sleep(
+    sessions: sessionmaker[Session], settings: Settings, desired: DesiredState, *, step: bool, actor: Actor
+) -> DesiredState:
+    """`with_asleep`; with `step`, idle pods are put to sleep first (`sleep_idle`), in a transaction
+    of their own: what the planner does through `SLEEP_STEP`, in one call."""
+    if policy(settings) is None:
+        return desired
+    if step:
+        with sessions.begin() as session:
+            SLEEP_STEP.act(session, settings, desired, utcnow(), actor)
+    with sessions() as session:
+        return SLEEP_STEP.adjust(session, settings, desired)
+
+
+class SleepStep:
+    """The sleep step as the planner runs it (the `DesiredStep` protocol of sup/reconcile/steps.py)."""
+
+    name = "sleep"
+
+    def runs(self, settings: Settings, targets: Collection[str]) -> bool:
+        """Only when the Kubernetes target is in the pass and pods may sleep on this site."""
+        return "kube" in targets and policy(settings) is not None
+
+    def act(
+        self, session: Session, settings: Settings, desired: DesiredState, now: datetime, actor: Actor
+    ) -> None:
+        sleep_idle(session, settings, desired, now, actor)
+
+    def adjust(self, session: Session, settings: Settings, desired: DesiredState) -> DesiredState:
+        return with_asleep(session, settings, desired)
+
+
+SLEEP_STEP = SleepStep()
