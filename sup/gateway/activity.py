@@ -19,7 +19,7 @@ from datetime import datetime
 from typing import Any
 
 from sup.domain.login_pods import PodRoute
-from sup.gateway_server.routes import GatewayApi, SupUnavailable
+from sup.gateway.routes import GatewayApi, SupUnavailable
 
 log = logging.getLogger(__name__)
 

@@ -10,13 +10,16 @@ server.py      the listening gateway: host key, shared state, heartbeats, start 
 metrics.py     Prometheus metrics
 
 It holds no Kubernetes credential and no person's private key: only its host key and a SUP API token
-of role `gateway`.
+of role `gateway`. It reaches SUP over HTTP only (an import contract in pyproject.toml): of SUP's
+code it uses the domain's pure rules, its settings section (sup/config/gateway.py), sup.common,
+sup.logs and sup.errors. SUP's side, the endpoints it calls, is sup/logins. Its loggers are
+`sup.gateway.*`.
 """
 
 from __future__ import annotations
 
 from sup.domain.login_pods import PodRoute
-from sup.gateway_server.routes import NoRoute, PersonRoute, SupApi
-from sup.gateway_server.server import Gateway, PodAddress, template_address
+from sup.gateway.routes import NoRoute, PersonRoute, SupApi
+from sup.gateway.server import Gateway, PodAddress, template_address
 
 __all__ = ["Gateway", "NoRoute", "PersonRoute", "PodAddress", "PodRoute", "SupApi", "template_address"]
