@@ -24,7 +24,7 @@ import httpx
 import pytest
 import yaml
 
-from sup.gateway_server import PodRoute
+from sup.gateway import PodRoute
 from sup.targets.kube.names import Owner
 from tests.e2e.stack import wait_until
 from tests.gateway.conftest import Person
