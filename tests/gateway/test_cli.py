@@ -12,14 +12,11 @@ from typing import Any
 
 import httpx
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import serialization
-from cryptography.x509.oid import NameOID
 
 from tests.gateway.conftest import Person
+from tests.support.certs import write_server_tls
 from tests.support.cli import run_sup, sup_env, sup_executable
 from tests.support.gateway_api import TOKEN, GatewayApiStandIn, pod
-from tests.support.kubeapi import TestCa
 from tests.support.ports import free_port
 from tests.support.sshd import SshClient, StandInPod, wait_listening
 
@@ -161,14 +158,9 @@ def test_metrics_listen_on_loopback_unless_told_otherwise(
 @pytest.fixture
 def tls_api(tmp_path: Path) -> Iterator[tuple[GatewayApiStandIn, Path]]:
     """The stand-in SUP behind TLS: a certificate for 127.0.0.1 from a CA of its own (its file)."""
-    ca = TestCa()
-    cert, key = ca.issue(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "sup")]), server=True)
-    (tmp_path / "sup.pem").write_bytes(cert)
-    (tmp_path / "sup.key").write_bytes(key)
-    ca_file = tmp_path / "ca.pem"
-    ca_file.write_bytes(ca.cert.public_bytes(serialization.Encoding.PEM))
+    ca_file, cert_file, key_file = write_server_tls(tmp_path, name="sup")
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(tmp_path / "sup.pem", tmp_path / "sup.key")
+    context.load_cert_chain(cert_file, key_file)
     stand_in = GatewayApiStandIn(tls=context).start()
     yield stand_in, ca_file
     stand_in.stop()

@@ -41,7 +41,8 @@ import httpx
 import yaml
 
 from tests.support import hoststate
-from tests.support.kubeapi import Admin, ApiError, KubeApiServer, KubeApiUnavailable, client_subject
+from tests.support.certs import client_subject
+from tests.support.kubeapi import Admin, ApiError, KubeApiServer, KubeApiUnavailable
 from tests.support.localpv import LocalProvisioner, storage_class
 from tests.support.ports import free_port
 from tests.support.processes import stop_process
