@@ -27,7 +27,7 @@ import yaml
 from sup.gateway_server import PodRoute
 from sup.targets.kube.names import Owner
 from tests.e2e.stack import wait_until
-from tests.gateway.conftest import Person
+from tests.gateway.scenario import Person
 from tests.support.cli import run_sup, sup_env
 from tests.support.gateway_runner import RunningGateway
 from tests.support.idle_reporter import IdleReporter, ReporterUnavailable
