@@ -417,7 +417,7 @@ class KubeCluster:
             for path, data in ((cert_path, cert), (key_path, key)):
                 path.write_bytes(data)
                 path.chmod(0o600)
-            apiserver.write_kubeconfig(self.root / f"{name}.kubeconfig", cert=cert_path, key=key_path)
+            apiserver.write_kubeconfig(self.config.kubeconfig(name), cert=cert_path, key=key_path)
 
     def _start_containerd(self, timeout: float) -> None:
         base = self.config.containerd_dir
