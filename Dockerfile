@@ -26,7 +26,6 @@ WORKDIR /src
 COPY pyproject.toml README.md constraints.txt ./
 COPY sup ./sup
 COPY migrations ./migrations
-COPY templates ./templates
 # The virtualenv first, and its pip builds the wheel: Debian's python3 (the base scripts/build-images
 # makes) has no pip outside a virtualenv; the official image's would do, but this works with both.
 RUN python3 -m venv /opt/sup \

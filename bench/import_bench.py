@@ -6,7 +6,7 @@ raw floor measured in the same run.
 Starts its own slapd (tests/support/slapd.py, rfc2307bis) and, for each measurement, a fresh munge +
 MariaDB + slurmdbd (tests/support/slurmdbd.py: the cost of sacctmgr calls grows with what the
 accounting database holds). The input: `groups.yaml` with the groups (the first --accounts of them
-are labs) and one Slurm account per lab bound to its group; `users.csv` (DESIGN.md's header) with one
+are labs) and one Slurm account per lab bound to its group; `users.csv` (docs/import.md's header) with one
 ed25519 key per user, each user in one lab and one other group.
 
 - **SUP**: the `sup` command as an operator runs it, as subprocesses on a fresh SQLite store:

@@ -25,8 +25,8 @@ from sup.api.oidc import OidcVerifier
 from sup.api.token_cache import TokenCache
 from sup.audit.router import router as audit_router
 from sup.config import Settings
-from sup.gateway.router import router as gateway_router
 from sup.groups.router import router as groups_router
+from sup.logins.router import router as logins_router
 from sup.me.router import router as me_router
 from sup.reconcile.router import router as reconcile_router
 from sup.reconcile.worker import Reconciler
@@ -95,7 +95,7 @@ def create_app(settings: Settings, engine: Engine | None = None, *, reconciler: 
         sources_router,
         me_router,
         admin_router,
-        gateway_router,
+        logins_router,
     )
     for router in routers:
         app.include_router(router)

@@ -47,9 +47,9 @@ def gateway(
 
     from sup import logs
     from sup.cli import workers as supervisor
-    from sup.gateway_server import Gateway, SupApi
-    from sup.gateway_server.routes import tls_context
-    from sup.gateway_server.server import read_host_key
+    from sup.gateway import Gateway, SupApi
+    from sup.gateway.routes import tls_context
+    from sup.gateway.server import read_host_key
 
     settings = settings_or_exit()
     section = settings.gateway

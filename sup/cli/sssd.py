@@ -16,7 +16,7 @@ def sssd_config(
     ),
     domain: str = typer.Option("sup", "--domain", help="the sssd domain name"),
     template: Path | None = typer.Option(
-        None, "--template", help="a string.Template of your own instead of templates/sssd.conf.template"
+        None, "--template", help="a string.Template of your own instead of the shipped sssd.conf.template"
     ),
     option: list[str] = typer.Option(
         None, "--option", help="KEY=VALUE in the domain section, or SECTION:KEY=VALUE; repeat for several"

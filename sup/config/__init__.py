@@ -8,6 +8,8 @@ api.py        ApiSettings, RateLimit (`api`), LogSettings (`log`), OidcSettings 
 sources.py    KeycloakSettings (`keycloak`), SourcePolicy (`sources`)
 gateway.py    GatewaySettings (`gateway`: the SSH gateway, login pods' sleep)
 reconcile.py  ReconcileSettings (`reconcile`), LifecycleSettings (`lifecycle`)
+reference.py  docs/configuration.md rendered from the models (scripts/gen-config-docs)
+describe.py   one setting's type, bounds and default in words, for reference.py
 
 The targets' sections live in their packages (sup/targets/<name>/settings.py) and are composed into
 Settings from the registry (sup/targets/registry.py).

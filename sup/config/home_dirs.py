@@ -39,13 +39,21 @@ def _absolute(value: str, what: str) -> str:
 
 
 class HomeDirsSettings(Section):
-    namespace: str = Field(description="the users' namespace: the login ConfigMaps of SUP's are read there")
+    """The home directory maker (settings key `home_dirs`; docs/homes.md, "Settings"), read only by
+    `sup homes serve` and `sup homes sync --once`, the maker of `kube.home_mode: shared`, from its
+    own settings file (the chart renders it from values `homes:`); `sup serve` ignores it. It makes
+    each person's directory on the shared home filesystem."""
+
+    namespace: str = Field(
+        description="the users' namespace (the chart: kube.namespace): the login ConfigMaps of SUP's are "
+        "read there"
+    )
     kubeconfig: str | None = Field(
         None, description="kubeconfig file; absent: the in-cluster service account (running in a pod)"
     )
     context: str | None = Field(None, description="kubeconfig context; default: its current context")
     mount: str = Field(
-        "/srv/homes", description="where the shared home volume is mounted, whole, in this process"
+        "/srv/homes", description="where the shared home volume is mounted, whole, in the maker"
     )
     home_root: str = Field(
         "/home",
@@ -57,11 +65,15 @@ class HomeDirsSettings(Section):
     )
     size: str = Field("10Gi", description="with quota xfs: each home's hard block limit")
     resync_seconds: float = Field(
-        300, ge=1, le=86400, description="a full pass this often besides the watch's (repairs drift)"
+        300,
+        ge=1,
+        le=86400,
+        description="a full pass this often besides the watch's (it repairs drift; the watch is renewed "
+        "then)",
     )
     timeout_seconds: int = Field(30, ge=1, le=600, description="per-request timeout to the API server")
     metrics_port: int | None = Field(
-        9103, ge=1, le=65535, description="Prometheus /metrics of `sup homes serve`; none: not served"
+        9103, ge=1, le=65535, description="Prometheus /metrics of `sup homes serve`; null: not served"
     )
 
     @field_validator("namespace")

@@ -11,26 +11,43 @@ from sup.domain.ids import MAX_ID, IdRange
 
 
 class IdPolicy(Section):
-    """Where uid and gid numbers come from (settings key `ids`)."""
+    """Where uid and gid numbers come from (settings key `ids`).
 
-    uid_range: IdRange = IdRange(min=10000, max=49999)
+    - The uid range and the gid range must not overlap while `private_gid` is `same_as_uid`: private
+      and ordinary groups would otherwise compete for the same gids.
+    - A private group's gid equals its user's uid when that gid is free; otherwise it is allocated
+      from `gid_range`.
+    - Numbers 0, 65534, 65535, 4294967294 and 4294967295 are never assigned.
+    - A number supplied by a source (API, import, IdP) is honoured if it lies in the allocation range
+      or a `supplied_*_ranges` entry and was never allocated before: also not to somebody since
+      deleted. Uids are never reused.
+    """
+
+    uid_range: IdRange = Field(
+        IdRange(min=10000, max=49999), description="automatic uids: people's uids are allocated from it"
+    )
     gid_range: IdRange = Field(
-        IdRange(min=50000, max=59999), description="gids of ordinary (non-private) groups"
+        IdRange(min=50000, max=59999), description="automatic gids of ordinary (non-private) groups"
     )
     private_groups: bool = Field(
-        True, description="give every user a group of their own name as primary group"
+        True, description="every user gets a group of their own name as primary group"
     )
     private_gid: Literal["same_as_uid", "allocate"] = Field(
-        "same_as_uid", description="a private group's gid equals the uid when free, or comes from gid_range"
+        "same_as_uid",
+        description="`same_as_uid`: a private group's gid equals its user's uid when that gid is free, "
+        "else it is allocated from gid_range; `allocate`: always from gid_range",
     )
     default_primary_gid: int = Field(
-        100, ge=1, le=MAX_ID, description="primary gid of users when private_groups is off"
+        100, ge=1, le=MAX_ID, description="primary gid of every user when private_groups is false"
     )
     supplied_uid_ranges: list[IdRange] = Field(
-        default_factory=list, description="extra ranges in which uids supplied by a source are honoured"
+        default_factory=list,
+        description="extra ranges in which uids supplied by a source (API, import, IdP) are honoured",
     )
     supplied_gid_ranges: list[IdRange] = Field(
-        default_factory=list, description="extra ranges in which gids supplied by a source are honoured"
+        default_factory=list,
+        description="the same for gids: to adopt the gids of existing groups, say",
+        examples=[[{"min": 1000, "max": 9999}]],
     )
 
     @model_validator(mode="after")

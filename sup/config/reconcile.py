@@ -8,13 +8,20 @@ from sup.common.sections import Section
 
 
 class ReconcileSettings(Section):
-    """The reconciler that `sup serve` runs (settings key `reconcile`)."""
+    """The reconciler that `sup serve` runs (settings key `reconcile`; one replica leads): a scoped
+    pass seconds after a write, a full pass on a schedule, and the guards against mass changes that
+    stop a target's plan unless it is forced (`sup reconcile --force`)."""
 
-    interval_seconds: int = Field(300, ge=5, description="seconds between scheduled full passes")
+    interval_seconds: int = Field(
+        300,
+        ge=5,
+        description="seconds between scheduled full passes (drift nobody reported, the lifecycle)",
+    )
     max_deletions: int = Field(
         50,
         ge=0,
-        description="a target whose plan deletes more than this many objects is not applied unless forced",
+        description="a target whose plan deletes more than this many objects is not applied unless forced "
+        "(Slurm: associations and accounts)",
     )
     max_suspensions: int = Field(
         20,
@@ -57,7 +64,9 @@ class ReconcileSettings(Section):
         0.3, ge=0, le=60, description="after a write, wait this long for more before a pass (bursts coalesce)"
     )
     poll_seconds: float = Field(0.5, gt=0, le=60, description="how often the worker looks at the outbox")
-    max_backoff_seconds: float = Field(300, ge=1, description="longest wait before retrying a failed pass")
+    max_backoff_seconds: float = Field(
+        300, ge=1, description="retries of a failing pass wait 2, 4, 8, ... seconds, up to this"
+    )
     leader_retry_seconds: float = Field(
         5, gt=0, le=300, description="how often a standby replica tries to become the active reconciler"
     )

@@ -44,7 +44,11 @@ class SettingsBase(BaseSettings):
         env_prefix="SUP_", env_nested_delimiter="__", extra="forbid", validate_default=True
     )
 
-    database_url: str = Field("sqlite:///sup.db", description="SQLAlchemy URL; SQLite file by default")
+    database_url: str = Field(
+        "sqlite:///sup.db",
+        description="the store: an SQLAlchemy URL, PostgreSQL or a SQLite file",
+        examples=["postgresql://sup:PASSWORD@db.example.org/sup"],
+    )
     ids: IdPolicy = IdPolicy()
     accounts: AccountPolicy = AccountPolicy()
     naming: UsernameRule = UsernameRule()

@@ -10,13 +10,13 @@ The rules that are the same for every target live here:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sup.domain.gateway import Route
 from sup.domain.gecos import gecos_text
+from sup.domain.login_pods import Route
 
 
 @dataclass(frozen=True)
@@ -154,8 +154,14 @@ class DesiredState:
         return frozenset(name for name, user in self.users.items() if user.active)
 
 
+def provisioned(groups: Collection[str], access_groups: Collection[str]) -> bool:
+    """Whether SUP provisions a person who is a direct member of `groups`: everyone, or with
+    `access.groups` set, the members of those groups only."""
+    return not access_groups or any(group in groups for group in access_groups)
+
+
 def _provisioned(user: StoredUser, policy: Policy) -> bool:
-    return not policy.access_groups or bool(user.groups & policy.access_groups)
+    return provisioned(user.groups, policy.access_groups)
 
 
 def derive(snapshot: StoreSnapshot, policy: Policy) -> DesiredState:

@@ -15,8 +15,8 @@ MAX_ID = 4294967293
 class IdRange(Section):
     """An inclusive range of uid or gid numbers, `min`-`max`."""
 
-    min: int = Field(ge=1, le=MAX_ID)
-    max: int = Field(ge=1, le=MAX_ID)
+    min: int = Field(ge=1, le=MAX_ID, description="the range's first number")
+    max: int = Field(ge=1, le=MAX_ID, description="the range's last number (inclusive); not below min")
 
     @model_validator(mode="after")
     def _ordered(self) -> IdRange:

@@ -22,30 +22,32 @@ from sup.domain.posix import MAX_NAME_LENGTH, InvalidName, check_username
 
 
 class UsernameRule(BaseModel):
-    """How a login becomes a username (settings key `naming`)."""
+    """How a login becomes a username (settings key `naming`): the identity provider's login ->
+    the POSIX username, e.g. `Kim.Wexler@corp.example` -> `kim_wexler` by default."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     strategy: Literal["localpart", "full"] = Field(
         "localpart",
-        description="`localpart` keeps what is before the last '@'; `full` keeps the whole login "
-        "(the '@' becomes the replacement character).",
+        description="`localpart` keeps what is before the last '@' (Kim.Wexler@corp.example -> "
+        "kim_wexler); `full` keeps the whole login (the '@' becomes the replacement character)",
     )
     replacement: Literal["_", "-", ""] = Field(
-        "_", description="What a character outside [a-z0-9_-] becomes ('' drops it)."
+        "_", description='what a character outside [a-z0-9_-] becomes: `_`, `-` or nothing (`""`: dropped)'
     )
     leading_digit_prefix: str = Field(
         "",
         pattern=r"^[a-z_]?[a-z0-9_-]{0,7}$",
-        description="Prefix for names that would start with a digit or '-'; empty refuses them.",
+        description="prefix for names that would start with a digit or '-' (`u` turns 2pac into u2pac); "
+        "empty refuses them",
     )
     extra_reserved: frozenset[str] = Field(
-        frozenset(), description="Names refused on top of the built-in reserved list."
+        frozenset(), description="names refused besides the built-in reserved list"
     )
     overlong: Literal["refuse", "hash"] = Field(
         "refuse",
-        description="A name over 32 characters: `refuse` it, or `hash`: cut it and end it with '_' and "
-        "8 hex digits of the login's SHA-256 (deterministic; a clash left is still reported).",
+        description="a name over 32 characters: `refuse` it, or `hash`: cut it and end it with '_' and "
+        "8 hex digits of the login's SHA-256 (deterministic; a clash left is still reported)",
     )
 
 

@@ -25,13 +25,13 @@ from sup.config.targets import target_context
 from sup.domain.desired import DesiredState, Policy, derive
 from sup.domain.guards import Spent, budget_refusal, mass_change
 from sup.domain.status import PassState, SyncState
-from sup.gateway import idle, state
 from sup.reconcile import metrics
 from sup.reconcile.status import record_statuses
+from sup.reconcile.steps import STEPS, DesiredStep, adjusted, prepare
 from sup.reconcile.targets import TargetOpener, store_lock
 from sup.store import outbox, removals
 from sup.store.audit import Actor, record
-from sup.store.models import TargetStatus, utcnow
+from sup.store.models import TargetStatus
 from sup.store.session import is_postgresql
 from sup.store.snapshot import load_snapshot
 from sup.targets.base import DELETE, AnyDetails, Change, Failure, ObserveError, Scope, TargetError
@@ -108,27 +108,6 @@ def desired_state(sessions: sessionmaker[Session], settings: Settings) -> Desire
         return derive(load_snapshot(session), policy_of(settings))
 
 
-def with_sleep(
-    sessions: sessionmaker[Session], settings: Settings, desired: DesiredState, *, step: bool, actor: Actor
-) -> DesiredState:
-    """The desired state with the login pods that sleep (docs/ssh-gateway.md, "Scale to zero"), when
-    they may sleep on this site (`gateway.idle_seconds`); with `step`, idle pods are put to sleep
-    first (a full applying pass: the scheduled one, a retry, `sup reconcile`)."""
-    if idle.policy(settings) is None:
-        return desired
-    if step:
-        with sessions.begin() as session:
-            idle.sleep_idle(session, settings, desired, utcnow(), actor)
-    with sessions() as session:
-        return _sleeping(session, settings, desired)
-
-
-def _sleeping(session: Session, settings: Settings, desired: DesiredState) -> DesiredState:
-    """The desired state with the pods asleep and the idle reporter's port (pods may sleep here)."""
-    assert settings.gateway is not None  # idle.policy says pods may sleep
-    return replace(desired, asleep=state.asleep(session), idle_port=settings.gateway.idle_port)
-
-
 def _selected(specs: Sequence[TargetSpec[Any]], only: Sequence[str] | None) -> list[TargetSpec[Any]]:
     if not only:
         return list(specs)
@@ -151,6 +130,7 @@ def run_pass(
     progress: Callable[[str], None] | None = None,
     specs: Sequence[TargetSpec[Any]] = SPECS,
     actor: Actor = RECONCILER,
+    steps: Sequence[DesiredStep] = STEPS,
 ) -> Pass:
     """Plan (and with `apply`, reconcile) every selected target against the store. `progress` is
     told each step as it starts ("store", then each target's name; the targets run side by side),
@@ -166,7 +146,8 @@ def run_pass(
 
     `actor`: who asked (the audit log names them when `force` overrides a guard).
     `specs` are the targets there are (the registry's; tests pass a fake one); `opener`, if given,
-    opens each target from its context instead of its spec's factory.
+    opens each target from its context instead of its spec's factory. `steps` adjust the desired
+    state before the targets plan (sup/reconcile/steps.py; their writes only in a full applying pass).
     """
     selected = _selected(specs, only)
     with sessions() as session:
@@ -177,8 +158,11 @@ def run_pass(
     enabled = [spec for spec in selected if settings.target_enabled(spec.name)]
     # No target to read: the store need not be either (an API-only deployment's passes cost nothing).
     desired = desired_state(sessions, settings) if enabled else DesiredState()
-    if any(spec.name == "kube" for spec in enabled):
-        desired = with_sleep(sessions, settings, desired, step=apply and scope is None, actor=actor)
+    if enabled:
+        names = [spec.name for spec in enabled]
+        desired = prepare(
+            steps, sessions, settings, desired, names, write=apply and scope is None, actor=actor
+        )
     baselines = {s.name: _active_on_target(sessions, s.name) if apply else frozenset() for s in enabled}
     window = settings.reconcile.budget_window_seconds
     spent = {s.name: _spent(sessions, s.name, window) if apply else Spent() for s in enabled}
@@ -376,12 +360,14 @@ def plan_from_session(
     *,
     opener: TargetOpener | None = None,
     specs: Sequence[TargetSpec[Any]] = SPECS,
+    steps: Sequence[DesiredStep] = STEPS,
 ) -> Pass:
     """Plan every enabled target against the store as `session` sees it, uncommitted changes
-    included (`sup import --dry-run --plan` shows the plan an import would lead to)."""
+    included (`sup import --dry-run --plan` shows the plan an import would lead to). The steps
+    adjust the desired state but write nothing."""
     desired = derive(load_snapshot(session), policy_of(settings))
-    if idle.policy(settings) is not None:
-        desired = _sleeping(session, settings, desired)
+    enabled = [spec.name for spec in specs if settings.target_enabled(spec.name)]
+    desired = adjusted(steps, session, settings, desired, enabled)
     bind = session.get_bind()
     engine = bind if isinstance(bind, Engine) else bind.engine
     return Pass(

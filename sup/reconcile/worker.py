@@ -35,6 +35,7 @@ from sup.reconcile import metrics
 from sup.reconcile.leader import Lease
 from sup.reconcile.lifecycle import expire_suspended
 from sup.reconcile.planner import Pass, TargetOpener, run_pass
+from sup.reconcile.steps import STEPS, DesiredStep
 from sup.store.locks import LockTimeout, exclusive
 from sup.store.models import OutboxMark, utcnow
 from sup.store.session import make_sessionmaker
@@ -69,11 +70,13 @@ class Reconciler:
         engine: Engine,
         opener: TargetOpener | None = None,
         specs: Sequence[TargetSpec[Any]] = SPECS,
+        steps: Sequence[DesiredStep] = STEPS,
     ) -> None:
         self.settings = settings
         self.engine = engine
         self.opener = opener
         self.specs = specs
+        self.steps = steps
         self.sessions: sessionmaker[Session] = make_sessionmaker(engine)
         self.lease = Lease(engine)
         self.state = WorkerState()
@@ -178,6 +181,7 @@ class Reconciler:
                     apply=True,
                     opener=self.opener,
                     specs=self.specs,
+                    steps=self.steps,
                     scoped=trigger == "outbox",  # after writes: what they named; else everything
                 )
         except LockTimeout:

@@ -1,6 +1,6 @@
 """uid and gid allocation: the one place numbers are handed out.
 
-Rules (see ../shared/notes/ldap-sssd.md for how FreeIPA, authentik and others do it):
+Rules (docs/features.md, "uid/gid allocation", says why they are these):
 - A number supplied by a source is honoured when it lies in policy (the allocation range or a
   configured `supplied_*_ranges`) and was never allocated before.
 - Otherwise the lowest free number at or above the kind's counter, within the range, is taken.

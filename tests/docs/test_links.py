@@ -144,3 +144,45 @@ def test_relative_markdown_links_resolve_inside_the_repository() -> None:
                 if not resolved.is_relative_to(ROOT) or not resolved.exists():
                     broken.append(f"{path.relative_to(ROOT)}:{number}: {target}")
     assert not broken, "links that do not resolve inside the repository:\n" + "\n".join(broken)
+
+
+# The project's design note and research notes live beside the repository, not in it: what the product
+# needs from them is written into docs/. The strings are put together so that this file holds none.
+OUTSIDE_DOCUMENT = re.compile(
+    "|".join(
+        re.escape(s)
+        for s in (
+            "DESIGN" + ".md",
+            "shared" + "/notes",
+            "../" + "shared/" + "DESIGN",
+            "../" + "shared/" + "notes",
+        )
+    )
+)
+
+
+@pytest.mark.parametrize(
+    ("line", "outside"),
+    [
+        ("Rules (see ../" + "shared/" + "notes/ldap-sssd.md for how others do it)", True),
+        ("CSV (header in DESIGN" + ".md)", True),
+        ("quirks (shared" + "/notes/scim.md)", True),
+        ("quirks (docs/identity-providers.md)", False),
+        ("the kube-router tarball in $SUP_THIRDPARTY_DIR", False),
+    ],
+)
+def test_the_check_finds_documents_outside_the_repository(line: str, outside: bool) -> None:
+    assert bool(OUTSIDE_DOCUMENT.search(line)) is outside
+
+
+def test_no_tracked_file_refers_to_a_document_outside_the_repository() -> None:
+    found = [
+        f"{path.relative_to(ROOT)}:{number}: {line.strip()}"
+        for path in tracked_text_files()
+        for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1)
+        if OUTSIDE_DOCUMENT.search(line)
+    ]
+    assert not found, (
+        "references to documents outside the repository (write what is needed into docs/):\n"
+        + ("\n".join(found))
+    )

@@ -1,4 +1,4 @@
-"""docs/researchers.md quotes what people really see: each text the gateway sends (sup/gateway_server/
+"""docs/researchers.md quotes what people really see: each text the gateway sends (sup/gateway/
 texts.py, with the default settings) is in its table word for word, and its ssh config block is the
 one the gateway's own help prints."""
 
@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 from sup.config.gateway import GatewaySettings
-from sup.gateway_server import texts
+from sup.gateway import texts
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "researchers.md"
 

@@ -58,7 +58,8 @@ from tests.support.chart_slurm import (
 )
 from tests.support.helm import CHART, helm
 from tests.support.images import SUP_IMAGE, ImagesUnavailable, build_images
-from tests.support.kubenode import KUBERNETES_SERVICE_IP, KubeCluster
+from tests.support.kubenode import KubeCluster
+from tests.support.kubenode_config import KUBERNETES_SERVICE_IP
 from tests.support.postgres import PostgresServer, PostgresUnavailable
 from tests.support.relay import Relay
 from tests.support.slurmctld import JobCluster

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from sup.gateway_server import PodRoute
+from sup.gateway import PodRoute
 from tests.e2e.login_site import SSH_FAILED, LoginSite, Through, admit_host_to_idle_reporters, new_person
 from tests.support.gateway_runner import RunningGateway, write_host_key
 from tests.support.kubenode import KubeCluster

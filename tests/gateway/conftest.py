@@ -1,35 +1,19 @@
-"""Fixtures of the SSH gateway tests: a stand-in SUP API, real sshd "login pods", people's keys, and
-the gateway run in process (tests/support/gateway_runner.py)."""
+"""Fixtures of the SSH gateway tests. Most tests take `scenario` (scenario.py: the stand-in SUP API,
+alice's sshd "login pod", alice and bob, the gateway run in process); test_with_sup.py builds its
+own site around a real `sup serve` and takes the pieces (`alice`, `bob`, `host_key`, `stand_in_pod`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from tests.support.gateway_api import GatewayApiStandIn, pod
-from tests.support.gateway_runner import RunningGateway, write_host_key
+from tests.gateway.scenario import GatewayScenario, Person
+from tests.support.gateway_api import GatewayApiStandIn
+from tests.support.gateway_runner import write_host_key
 from tests.support.ports import free_port
-from tests.support.sshd import (
-    SshClient,
-    SshdUnavailable,
-    StandInPod,
-    find_client,
-    find_sshd,
-    fingerprint,
-    keygen,
-)
-
-
-@dataclass(frozen=True)
-class Person:
-    name: str
-    key: Path
-    public: str
-    fingerprint: str
+from tests.support.sshd import SshdUnavailable, StandInPod, find_client, find_sshd
 
 
 @pytest.fixture(scope="session")
@@ -46,20 +30,14 @@ def keys_dir(tmp_path_factory: pytest.TempPathFactory, openssh: None) -> Path:
     return tmp_path_factory.mktemp("gateway-keys")
 
 
-def _person(directory: Path, name: str) -> Person:
-    key = directory / name
-    public = keygen(key, f"{name}@test")
-    return Person(name, key, public, fingerprint(Path(f"{key}.pub")))
-
-
 @pytest.fixture(scope="session")
 def alice(keys_dir: Path) -> Person:
-    return _person(keys_dir, "alice")
+    return Person.make(keys_dir, "alice")
 
 
 @pytest.fixture(scope="session")
 def bob(keys_dir: Path) -> Person:
-    return _person(keys_dir, "bob")
+    return Person.make(keys_dir, "bob")
 
 
 @pytest.fixture(scope="session")
@@ -67,54 +45,33 @@ def host_key(keys_dir: Path) -> Path:
     return write_host_key(keys_dir / "gateway_host_key")
 
 
-@pytest.fixture
-def api() -> Iterator[GatewayApiStandIn]:
-    stand_in = GatewayApiStandIn().start()
-    yield stand_in
-    stand_in.stop()
+def _alices_pod(directory: Path, alice: Person) -> StandInPod:
+    """Alice's login pod: sshd admitting her key, not started (a test starts it, or a wake does)."""
+    return StandInPod(directory / "pod-alice", free_port(), [alice.public])
 
 
 @pytest.fixture
 def stand_in_pod(tmp_path: Path, alice: Person) -> Iterator[StandInPod]:
-    """Alice's login pod: sshd admitting her key, not started (a test starts it, or a wake does)."""
-    server = StandInPod(tmp_path / "pod-alice", free_port(), [alice.public])
+    server = _alices_pod(tmp_path, alice)
     yield server
     server.stop()
 
 
 @pytest.fixture
-def route_alice(
-    api: GatewayApiStandIn, alice: Person, stand_in_pod: StandInPod
-) -> Callable[..., dict[str, Any]]:
-    """Put alice's route in the stand-in API: her own pod (awake unless told) and any group pods."""
-
-    def put(*, awake: bool = True, groups: tuple[str, ...] = ()) -> dict[str, Any]:
-        pods = [pod("login", "alice", stand_in_pod.port, awake=awake)]
-        pods += [pod(group, group, stand_in_pod.port, kind="group") for group in groups]
-        route = {"username": "alice", "fingerprints": [alice.fingerprint], "pods": pods}
-        api.routes["alice"] = route
-        return route
-
-    return put
-
-
-@pytest.fixture
-def make_gateway(api: GatewayApiStandIn, host_key: Path) -> Iterator[Callable[..., RunningGateway]]:
-    started: list[RunningGateway] = []
-
-    def make(**settings: Any) -> RunningGateway:
-        gateway = RunningGateway(api.url, host_key, **settings)
-        started.append(gateway)
-        return gateway
-
-    yield make
-    for gateway in started:
-        gateway.stop()
-
-
-@pytest.fixture
-def client_for(tmp_path: Path) -> Callable[[Person, RunningGateway], SshClient]:
-    def make(person: Person, gateway: RunningGateway) -> SshClient:
-        return SshClient(tmp_path, person.key, gateway.port)
-
-    return make
+def scenario(
+    tmp_path: Path, keys_dir: Path, alice: Person, bob: Person, host_key: Path
+) -> Iterator[GatewayScenario]:
+    """A fresh scene for each test (scenario.py says why not wider); what it started stops after."""
+    made = GatewayScenario(
+        api=GatewayApiStandIn().start(),
+        pod=_alices_pod(tmp_path, alice),
+        alice=alice,
+        bob=bob,
+        keys_dir=keys_dir,
+        host_key=host_key,
+        workdir=tmp_path,
+    )
+    try:
+        yield made
+    finally:
+        made.close()

@@ -10,14 +10,9 @@ import contextlib
 import socket
 import threading
 import time
-from collections.abc import Callable
-from typing import Any
 
-from tests.gateway.conftest import Person
-from tests.support.gateway_runner import RunningGateway
-from tests.support.sshd import SshClient, StandInPod
+from tests.gateway.scenario import GatewayScenario
 
-Client = Callable[[Person, RunningGateway], SshClient]
 FLOODER = "127.0.0.2"
 
 
@@ -30,18 +25,12 @@ def _first_bytes(sock: socket.socket) -> bytes:
 
 
 def test_one_address_holding_many_unauthenticated_connections_does_not_lock_others_out(
-    alice: Person,
-    stand_in_pod: StandInPod,
-    route_alice: Callable[..., Any],
-    make_gateway: Callable[..., RunningGateway],
-    client_for: Client,
+    scenario: GatewayScenario,
 ) -> None:
     """250 connections from one address that never authenticate (a scan, or a slowloris in the
     login grace), against a process limit of 150: before per-source limits all 250 were held and
     everyone else was told "gateway busy"."""
-    route_alice()
-    stand_in_pod.start()
-    gateway = make_gateway(max_connections=150)
+    gateway = scenario.open_for_alice(max_connections=150)
     flood: list[socket.socket] = []
     try:
         for _ in range(250):
@@ -51,7 +40,7 @@ def test_one_address_holding_many_unauthenticated_connections_does_not_lock_othe
             flood.append(sock)
         answered = [_first_bytes(sock) for sock in flood]  # every one seen by the gateway by now
 
-        landed = client_for(alice, gateway).ssh("alice", "login", "whoami")
+        landed = scenario.ssh(scenario.alice, "login", "whoami")
 
         assert landed.returncode == 0, landed.stderr
         assert landed.stdout == "root\n"  # the stand-in pod's account: she is in
@@ -64,19 +53,11 @@ def test_one_address_holding_many_unauthenticated_connections_does_not_lock_othe
             sock.close()
 
 
-def test_one_address_opening_connections_fast_does_not_lock_others_out(
-    alice: Person,
-    stand_in_pod: StandInPod,
-    route_alice: Callable[..., Any],
-    make_gateway: Callable[..., RunningGateway],
-    client_for: Client,
-) -> None:
+def test_one_address_opening_connections_fast_does_not_lock_others_out(scenario: GatewayScenario) -> None:
     """One address opens and closes connections as fast as it can, far above the process's rate
     (40/s here): before per-source limits it took every token and a person's connection was told
     "gateway busy"; now it gets its own rate and three logins in a row all land."""
-    route_alice()
-    stand_in_pod.start()
-    gateway = make_gateway(max_new_per_second=40)
+    gateway = scenario.open_for_alice(max_new_per_second=40)
     stop = threading.Event()
     opened = [0]
 
@@ -97,8 +78,7 @@ def test_one_address_opening_connections_fast_does_not_lock_others_out(
         while opened[0] < 500 and time.monotonic() < waited:  # well past the process's 40 tokens
             time.sleep(0.05)
         assert opened[0] >= 500
-        client = client_for(alice, gateway)
-        results = [client.ssh("alice", "login", "whoami") for _ in range(3)]
+        results = [scenario.ssh(scenario.alice, "login", "whoami") for _ in range(3)]
         flooded = opened[0]
     finally:
         stop.set()

@@ -6,22 +6,18 @@ from __future__ import annotations
 import signal
 import ssl
 import subprocess
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import serialization
-from cryptography.x509.oid import NameOID
 
-from tests.gateway.conftest import Person
+from tests.gateway.scenario import GatewayScenario
+from tests.support.certs import write_server_tls
 from tests.support.cli import run_sup, sup_env, sup_executable
-from tests.support.gateway_api import TOKEN, GatewayApiStandIn, pod
-from tests.support.kubeapi import TestCa
+from tests.support.gateway_api import TOKEN, GatewayApiStandIn
 from tests.support.ports import free_port
-from tests.support.sshd import SshClient, StandInPod, wait_listening
+from tests.support.sshd import SshClient, wait_listening
 
 
 def _env(
@@ -42,22 +38,15 @@ def _env(
     )
 
 
-def test_sup_gateway_serves_a_login_and_its_metrics(
-    api: GatewayApiStandIn,
-    alice: Person,
-    stand_in_pod: StandInPod,
-    route_alice: Callable[..., Any],
-    host_key: Path,
-    tmp_path: Path,
-) -> None:
-    route_alice()
-    stand_in_pod.start()
+def test_sup_gateway_serves_a_login_and_its_metrics(scenario: GatewayScenario, tmp_path: Path) -> None:
+    scenario.route_alice()
+    scenario.pod.start()
     port, metrics_port = free_port(), free_port()
-    env = _env(api, host_key, tmp_path, port, metrics_port, workers=1)
+    env = _env(scenario.api, scenario.host_key, tmp_path, port, metrics_port, workers=1)
     gateway = subprocess.Popen([sup_executable(), "gateway"], env=env, stderr=subprocess.PIPE, text=True)
     try:
         wait_listening(port, gateway)
-        result = SshClient(tmp_path, alice.key, port).ssh("alice", "login", "whoami")
+        result = SshClient(tmp_path, scenario.alice.key, port).ssh("alice", "login", "whoami")
         assert result.returncode == 0, result.stderr
         assert result.stdout == "root\n"
 
@@ -96,23 +85,18 @@ def test_sup_gateway_says_what_is_missing(tmp_path: Path, host_key: Path) -> Non
     assert "cannot read the gateway's host key" in no_key.stderr
 
 
-def test_sup_gateway_workers_share_the_port(
-    api: GatewayApiStandIn,
-    alice: Person,
-    stand_in_pod: StandInPod,
-    route_alice: Callable[..., Any],
-    host_key: Path,
-    tmp_path: Path,
-) -> None:
-    route_alice()
-    stand_in_pod.start()
+def test_sup_gateway_workers_share_the_port(scenario: GatewayScenario, tmp_path: Path) -> None:
+    api = scenario.api
+    scenario.route_alice()
+    scenario.pod.start()
     port, metrics_port = free_port(), free_port()
     gateway = subprocess.Popen(
-        [sup_executable(), "gateway"], env=_env(api, host_key, tmp_path, port, metrics_port, workers=2)
+        [sup_executable(), "gateway"],
+        env=_env(api, scenario.host_key, tmp_path, port, metrics_port, workers=2),
     )
     try:
         api.wait_for(lambda: len({beat["gateway"] for beat in api.heartbeats}) == 2)  # two processes
-        client = SshClient(tmp_path, alice.key, port)
+        client = SshClient(tmp_path, scenario.alice.key, port)
         for _ in range(4):
             assert client.ssh("alice", "login", "whoami").stdout == "root\n"
 
@@ -131,9 +115,7 @@ def test_sup_gateway_workers_share_the_port(
             gateway.wait()
 
 
-def test_metrics_listen_on_loopback_unless_told_otherwise(
-    api: GatewayApiStandIn, host_key: Path, tmp_path: Path
-) -> None:
+def test_metrics_listen_on_loopback_unless_told_otherwise(scenario: GatewayScenario, tmp_path: Path) -> None:
     """ssh answers on every address by default (`listen_host` 0.0.0.0: people connect from outside);
     /metrics, which says who is refused and how busy the gateway is, on loopback only. The chart sets
     `metrics_host` to the pod's own address for Prometheus."""
@@ -142,7 +124,7 @@ def test_metrics_listen_on_loopback_unless_told_otherwise(
         ("127.0.0.2", "127.0.0.2", "127.0.0.1"),
     ]:
         port, metrics_port = free_port("0.0.0.0"), free_port("0.0.0.0")  # ssh on every address
-        env = _env(api, host_key, tmp_path, port, metrics_port, workers=1)
+        env = _env(scenario.api, scenario.host_key, tmp_path, port, metrics_port, workers=1)
         del env["SUP_GATEWAY__LISTEN_HOST"]  # the default
         if metrics_host is not None:
             env["SUP_GATEWAY__METRICS_HOST"] = metrics_host
@@ -161,37 +143,25 @@ def test_metrics_listen_on_loopback_unless_told_otherwise(
 @pytest.fixture
 def tls_api(tmp_path: Path) -> Iterator[tuple[GatewayApiStandIn, Path]]:
     """The stand-in SUP behind TLS: a certificate for 127.0.0.1 from a CA of its own (its file)."""
-    ca = TestCa()
-    cert, key = ca.issue(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "sup")]), server=True)
-    (tmp_path / "sup.pem").write_bytes(cert)
-    (tmp_path / "sup.key").write_bytes(key)
-    ca_file = tmp_path / "ca.pem"
-    ca_file.write_bytes(ca.cert.public_bytes(serialization.Encoding.PEM))
+    ca_file, cert_file, key_file = write_server_tls(tmp_path, name="sup")
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(tmp_path / "sup.pem", tmp_path / "sup.key")
+    context.load_cert_chain(cert_file, key_file)
     stand_in = GatewayApiStandIn(tls=context).start()
     yield stand_in, ca_file
     stand_in.stop()
 
 
 def test_the_gateway_reaches_sup_over_tls_checking_its_certificate(
-    tls_api: tuple[GatewayApiStandIn, Path],
-    alice: Person,
-    stand_in_pod: StandInPod,
-    host_key: Path,
-    tmp_path: Path,
+    scenario: GatewayScenario, tls_api: tuple[GatewayApiStandIn, Path], tmp_path: Path
 ) -> None:
     """SUP behind a TLS terminator: with `sup_ca_file` the gateway checks SUP's certificate against
     that CA and logins work; without it (a CA the system does not know) nothing is sent, the token
     included, and nobody passes."""
-    api, ca_file = tls_api
+    api, ca_file = tls_api  # instead of the scenario's plain-HTTP stand-in
+    host_key = scenario.host_key
     assert api.url.startswith("https://")
-    api.routes["alice"] = {
-        "username": "alice",
-        "fingerprints": [alice.fingerprint],
-        "pods": [pod("login", "alice", stand_in_pod.port)],
-    }
-    stand_in_pod.start()
+    api.routes["alice"] = scenario.route_alice()
+    scenario.pod.start()
     for ca in (str(ca_file), None):
         port, metrics_port = free_port(), free_port()
         env = _env(api, host_key, tmp_path, port, metrics_port, workers=1)
@@ -200,7 +170,7 @@ def test_the_gateway_reaches_sup_over_tls_checking_its_certificate(
         gateway = subprocess.Popen([sup_executable(), "gateway"], env=env, stderr=subprocess.DEVNULL)
         try:
             wait_listening(port, gateway)
-            result = SshClient(tmp_path, alice.key, port).ssh("alice", "login", "whoami")
+            result = SshClient(tmp_path, scenario.alice.key, port).ssh("alice", "login", "whoami")
             if ca is not None:
                 assert result.returncode == 0, result.stderr
                 assert result.stdout == "root\n"

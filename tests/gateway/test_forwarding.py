@@ -10,19 +10,16 @@ import socket
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from tests.gateway.conftest import Person
-from tests.support.gateway_runner import RunningGateway
+from tests.gateway.scenario import GatewayScenario, Person
 from tests.support.ports import free_port
 from tests.support.processes import stop_process
-from tests.support.sshd import SshClient, StandInPod, forwarding_options, wait_listening
+from tests.support.sshd import SshClient, forwarding_options, wait_listening
 
-Client = Callable[[Person, RunningGateway], SshClient]
 BANNER = b"a service only the pod can see\n"
 
 
@@ -73,19 +70,11 @@ def _through_local_forward(client: SshClient, service: int) -> tuple[bytes, str]
     return received, printed.decode()
 
 
-def test_local_forwarding_when_the_site_allows_it(
-    alice: Person,
-    stand_in_pod: StandInPod,
-    route_alice: Callable[..., Any],
-    make_gateway: Callable[..., RunningGateway],
-    client_for: Client,
-    service: int,
-) -> None:
+def test_local_forwarding_when_the_site_allows_it(scenario: GatewayScenario, service: int) -> None:
     """The default, `local`: `ssh -L` reaches what the pod can reach; `ssh -R` (the pod listening
     for the person's machine) is refused."""
-    route_alice()
-    stand_in_pod.start(*forwarding_options(tcp="local", agent="yes"))
-    client = client_for(alice, make_gateway())
+    scenario.open_for_alice(*forwarding_options(tcp="local", agent="yes"))
+    client = scenario.client(scenario.alice)
 
     received, _ = _through_local_forward(client, service)
     remote = client.direct(
@@ -104,17 +93,9 @@ def test_local_forwarding_when_the_site_allows_it(
     assert "remote port forwarding failed" in remote.stderr
 
 
-def test_local_forwarding_refused_when_the_site_says_no(
-    alice: Person,
-    stand_in_pod: StandInPod,
-    route_alice: Callable[..., Any],
-    make_gateway: Callable[..., RunningGateway],
-    client_for: Client,
-    service: int,
-) -> None:
-    route_alice()
-    stand_in_pod.start(*forwarding_options(tcp="no", agent="yes"))
-    client = client_for(alice, make_gateway())
+def test_local_forwarding_refused_when_the_site_says_no(scenario: GatewayScenario, service: int) -> None:
+    scenario.open_for_alice(*forwarding_options(tcp="no", agent="yes"))
+    client = scenario.client(scenario.alice)
 
     received, printed = _through_local_forward(client, service)
 
@@ -147,18 +128,10 @@ SHOW_AGENT = 'echo "SSH_AUTH_SOCK=${SSH_AUTH_SOCK:-none}"; ssh-add -l 2>&1; true
 
 @pytest.mark.parametrize(("allowed", "reaches"), [("yes", True), ("no", False)])
 def test_agent_forwarding_reaches_the_pod_only_when_allowed(
-    alice: Person,
-    stand_in_pod: StandInPod,
-    route_alice: Callable[..., Any],
-    make_gateway: Callable[..., RunningGateway],
-    client_for: Client,
-    agent: Path,
-    allowed: str,
-    reaches: bool,
+    scenario: GatewayScenario, agent: Path, allowed: str, reaches: bool
 ) -> None:
-    route_alice()
-    stand_in_pod.start(*forwarding_options(tcp="local", agent=allowed))
-    client = client_for(alice, make_gateway())
+    scenario.open_for_alice(*forwarding_options(tcp="local", agent=allowed))
+    client = scenario.client(scenario.alice)
 
     result = client.direct(
         "-A", "-o", f"IdentityAgent={agent}", "-J", client.jump("alice"), "root@login", SHOW_AGENT
@@ -170,27 +143,22 @@ def test_agent_forwarding_reaches_the_pod_only_when_allowed(
         assert (
             first.startswith("SSH_AUTH_SOCK=/") and first != f"SSH_AUTH_SOCK={agent}"
         )  # the pod's own socket
-        assert alice.fingerprint in result.stdout  # git in the pod can sign with her key
+        assert scenario.alice.fingerprint in result.stdout  # git in the pod can sign with her key
     else:
         assert first == "SSH_AUTH_SOCK=none"
-        assert alice.fingerprint not in result.stdout
+        assert scenario.alice.fingerprint not in result.stdout
 
 
 def test_the_gateway_itself_never_takes_the_agent(
-    alice: Person,
-    route_alice: Callable[..., Any],
-    make_gateway: Callable[..., RunningGateway],
-    client_for: Client,
-    agent: Path,
-    caplog: pytest.LogCaptureFixture,
+    scenario: GatewayScenario, agent: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """`ssh -A` straight to the gateway: the help text, and the agent request refused (asyncssh logs
     the refusal; the gateway serves no agent channel)."""
-    route_alice()
-    gateway = make_gateway()
+    scenario.route_alice()
+    gateway = scenario.start_gateway()
     caplog.set_level(logging.INFO, logger="asyncssh")
 
-    result = client_for(alice, gateway).direct(
+    result = scenario.client(scenario.alice).direct(
         "-A", "-o", f"IdentityAgent={agent}", "-p", str(gateway.port), "alice@127.0.0.1", "true"
     )
 

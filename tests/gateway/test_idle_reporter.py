@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY
 
+from tests.gateway.scenario import GatewayScenario
 from tests.support.gateway_api import GatewayApiStandIn, pod
-from tests.support.gateway_runner import RunningGateway
 from tests.support.idle_reporter import IdleReporter, ReporterUnavailable
 from tests.support.ports import free_port
 from tests.support.sshd import SshdUnavailable, StandInPod
@@ -42,12 +42,13 @@ def _reported(api: GatewayApiStandIn, busy: list[dict[str, Any]]) -> Callable[[]
 
 
 def test_what_the_person_runs_makes_the_pod_busy_and_a_dead_reporter_silent(
-    api: GatewayApiStandIn, reporter: IdleReporter, make_gateway: Callable[..., RunningGateway]
+    scenario: GatewayScenario, reporter: IdleReporter
 ) -> None:
+    api = scenario.api
     nobody_listens = free_port()
     api.awake = [pod("login", "alice", reporter.port), pod("lab", "lab", nobody_listens, kind="group")]
     before = {result: _polls(result) for result in ("busy", "idle", "silent")}
-    make_gateway()
+    scenario.start_gateway()
 
     # nothing of alice's runs: idle; nothing answers for lab: silent (SUP holds it up to max_awake)
     lab = {"kind": "group", "name": "lab", "busy": None}
@@ -72,11 +73,10 @@ def test_what_the_person_runs_makes_the_pod_busy_and_a_dead_reporter_silent(
     assert all(_polls(result) > before[result] for result in ("busy", "idle", "silent"))
 
 
-def test_only_the_pods_sup_names_are_asked(
-    api: GatewayApiStandIn, reporter: IdleReporter, make_gateway: Callable[..., RunningGateway]
-) -> None:
+def test_only_the_pods_sup_names_are_asked(scenario: GatewayScenario, reporter: IdleReporter) -> None:
+    api = scenario.api
     reporter.run_as_person()
-    make_gateway()
+    scenario.start_gateway()
     api.wait_for(lambda: len(api.heartbeats) >= 2, timeout=30)
     assert all(beat["busy"] == [] for beat in api.heartbeats)  # SUP named none: none asked
 

@@ -10,17 +10,13 @@ from __future__ import annotations
 
 import subprocess
 import time
-from collections.abc import Callable
-from typing import Any
 
 import pytest
 
-from tests.gateway.conftest import Person
+from tests.gateway.scenario import GatewayScenario
 from tests.support.gateway_api import GatewayApiStandIn
-from tests.support.gateway_runner import RunningGateway
-from tests.support.sshd import SshClient, StandInPod
+from tests.support.sshd import SshClient
 
-Client = Callable[[Person, RunningGateway], SshClient]
 RECHECK = 1.0  # route_recheck_seconds in these tests; route_cache_seconds 0
 GUARD = 30  # seconds a test waits for what should come within RECHECK (a guard against a hang)
 REMOVED = "your access to the login pod {} was removed"
@@ -60,18 +56,11 @@ def _stop(*sessions: subprocess.Popen[str]) -> None:
 
 @pytest.mark.parametrize("reason", ["inactive", "unknown", "not_provisioned"])
 def test_a_suspended_or_removed_person_loses_the_tunnel_they_hold(
-    api: GatewayApiStandIn,
-    alice: Person,
-    stand_in_pod: StandInPod,
-    route_alice: Callable[..., Any],
-    make_gateway: Callable[..., RunningGateway],
-    client_for: Client,
-    reason: str,
+    scenario: GatewayScenario, reason: str
 ) -> None:
-    route_alice()
-    stand_in_pod.start()
-    gateway = make_gateway(route_recheck_seconds=RECHECK, route_cache_seconds=0)
-    session = _hold(client_for(alice, gateway), "login")
+    api = scenario.api
+    gateway = scenario.open_for_alice(route_recheck_seconds=RECHECK, route_cache_seconds=0)
+    session = _hold(scenario.client(scenario.alice), "login")
     try:
         del api.routes["alice"]
         api.refusal_reasons["alice"] = reason
@@ -84,28 +73,22 @@ def test_a_suspended_or_removed_person_loses_the_tunnel_they_hold(
         assert REMOVED.format("login") in stderr  # the jump's "Received disconnect ...: 11: ..."
         assert gateway.tunnels() == 0
         api.wait_for(lambda: any(e["event"] == "cut" for e in api.events))
-        cut = [(e["username"], e["reason"], e["pod"]) for e in api.events if e["event"] == "cut"]
+        cut = [(e["username"], e["reason"], e["pod"]) for e in scenario.events("cut")]
         assert cut == [("alice", reason, "login")]
         print(f"cut {took:.1f} s after the route went ({reason}); bound {RECHECK} s + one lookup")
     finally:
         _stop(session)
 
 
-def test_leaving_a_group_cuts_the_group_pods_tunnel_and_keeps_the_own_one(
-    api: GatewayApiStandIn,
-    alice: Person,
-    stand_in_pod: StandInPod,
-    route_alice: Callable[..., Any],
-    make_gateway: Callable[..., RunningGateway],
-    client_for: Client,
-) -> None:
-    route_alice(groups=("physics",))
-    stand_in_pod.start()
-    gateway = make_gateway(route_recheck_seconds=RECHECK, route_cache_seconds=0)
-    client = client_for(alice, gateway)
+def test_leaving_a_group_cuts_the_group_pods_tunnel_and_keeps_the_own_one(scenario: GatewayScenario) -> None:
+    api = scenario.api
+    scenario.route_alice(groups=("physics",))
+    scenario.pod.start()
+    gateway = scenario.start_gateway(route_recheck_seconds=RECHECK, route_cache_seconds=0)
+    client = scenario.client(scenario.alice)
     own, group = _hold(client, "login"), _hold(client, "physics")
     try:
-        route_alice()  # no longer a member of physics
+        scenario.route_alice()  # no longer a member of physics
 
         stderr = _ended(group)
         assert group.returncode == 255
@@ -113,27 +96,19 @@ def test_leaving_a_group_cuts_the_group_pods_tunnel_and_keeps_the_own_one(
         _rechecks(api, 2)  # two more passes: the own tunnel is still allowed, and kept
         assert own.poll() is None
         assert gateway.tunnels() == 1
-        cut = [(e["reason"], e["pod"]) for e in api.events if e["event"] == "cut"]
+        cut = [(e["reason"], e["pod"]) for e in scenario.events("cut")]
         assert cut == [("no_such_pod", "physics")]
     finally:
         _stop(own, group)
 
 
-def test_a_sup_that_does_not_answer_cuts_nothing(
-    api: GatewayApiStandIn,
-    alice: Person,
-    stand_in_pod: StandInPod,
-    route_alice: Callable[..., Any],
-    make_gateway: Callable[..., RunningGateway],
-    client_for: Client,
-) -> None:
+def test_a_sup_that_does_not_answer_cuts_nothing(scenario: GatewayScenario) -> None:
     """SUP answering 503 for a while, then something in front of it answering a 404 that names none
     of SUP's reasons: the held tunnel stays through both; once SUP answers that she is suspended, it
     is cut (so the rechecks were running all along)."""
-    route_alice()
-    stand_in_pod.start()
-    gateway = make_gateway(route_recheck_seconds=RECHECK, route_cache_seconds=0)
-    session = _hold(client_for(alice, gateway), "login")
+    api = scenario.api
+    gateway = scenario.open_for_alice(route_recheck_seconds=RECHECK, route_cache_seconds=0)
+    session = _hold(scenario.client(scenario.alice), "login")
     try:
         del api.routes["alice"]
         api.refusal_reasons["alice"] = "inactive"
@@ -142,7 +117,7 @@ def test_a_sup_that_does_not_answer_cuts_nothing(
             _rechecks(api, 3)
             assert session.poll() is None, f"cut while SUP answered {status}"
             assert gateway.tunnels() == 1
-        assert not any(e["event"] == "cut" for e in api.events)
+        assert scenario.events("cut") == []
 
         api.routes_status = None
 

@@ -11,18 +11,13 @@ import os
 import socket
 import subprocess
 import threading
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from prometheus_client import REGISTRY
 
-from tests.gateway.conftest import Person
-from tests.support.gateway_api import GatewayApiStandIn, pod
-from tests.support.gateway_runner import RunningGateway
-from tests.support.sshd import SshClient, StandInPod, keygen
+from tests.gateway.scenario import GatewayScenario
+from tests.support.sshd import SshClient, keygen
 
-Client = Callable[[Person, RunningGateway], SshClient]
 PERMISSION_DENIED = "Permission denied (publickey)"
 
 
@@ -35,26 +30,17 @@ def metric(name: str, **labels: str) -> float:
     return REGISTRY.get_sample_value(name, labels) or 0.0
 
 
-def test_own_key_lands_in_own_pod(
-    api: GatewayApiStandIn,
-    alice: Person,
-    stand_in_pod: StandInPod,
-    route_alice: Callable[..., Any],
-    make_gateway: Callable[..., RunningGateway],
-    client_for: Client,
-    tmp_path: Path,
-) -> None:
-    route_alice()
-    stand_in_pod.start()
-    gateway = make_gateway()
+def test_own_key_lands_in_own_pod(scenario: GatewayScenario, tmp_path: Path) -> None:
+    api, alice = scenario.api, scenario.alice
+    scenario.open_for_alice()
     written = tmp_path / "written-through-the-gateway"
 
-    result = client_for(alice, gateway).ssh("alice", "login", f"whoami; echo hello > {written}")
+    result = scenario.ssh(alice, "login", f"whoami; echo hello > {written}")
 
     assert result.returncode == 0, result.stderr
     assert result.stdout == "root\n"  # the stand-in pod's account: the inner login is end to end
     assert written.read_text() == "hello\n"
-    logins = [e for e in api.events if e["event"] == "login"]
+    logins = scenario.events("login")
     assert logins == [
         {
             "event": "login",
@@ -69,38 +55,24 @@ def test_own_key_lands_in_own_pod(
     assert api.wakes == []
 
 
-def test_a_group_pod_by_its_name(
-    alice: Person,
-    stand_in_pod: StandInPod,
-    route_alice: Callable[..., Any],
-    make_gateway: Callable[..., RunningGateway],
-    client_for: Client,
-) -> None:
-    route_alice(groups=("physics",))
-    stand_in_pod.start()
-    client = client_for(alice, make_gateway())
+def test_a_group_pod_by_its_name(scenario: GatewayScenario) -> None:
+    scenario.route_alice(groups=("physics",))
+    scenario.pod.start()
+    scenario.start_gateway()
 
-    assert client.ssh("alice", "physics", "whoami").stdout == "root\n"
-    other = client.ssh("alice", "chemistry", "whoami")
+    assert scenario.ssh(scenario.alice, "physics", "whoami").stdout == "root\n"
+    other = scenario.ssh(scenario.alice, "chemistry", "whoami")
     assert other.returncode == 255
     assert "administratively prohibited: no login pod named chemistry" in other.stderr
 
 
-def test_no_address_of_the_clients_choosing(
-    alice: Person,
-    stand_in_pod: StandInPod,
-    route_alice: Callable[..., Any],
-    make_gateway: Callable[..., RunningGateway],
-    client_for: Client,
-) -> None:
+def test_no_address_of_the_clients_choosing(scenario: GatewayScenario) -> None:
     """`ssh -W host:port` through the gateway reaches only pods by name, never the address asked for,
     and forwarding on the outer connection is refused."""
-    route_alice()
-    stand_in_pod.start()
-    gateway = make_gateway()
-    client = client_for(alice, gateway)
+    gateway = scenario.open_for_alice()
+    client = scenario.client(scenario.alice)
 
-    direct = client.direct("-W", f"127.0.0.1:{stand_in_pod.port}", "-p", str(gateway.port), "alice@127.0.0.1")
+    direct = client.direct("-W", f"127.0.0.1:{scenario.pod.port}", "-p", str(gateway.port), "alice@127.0.0.1")
     assert direct.returncode == 255
     assert "no login pod named 127.0.0.1" in direct.stderr
 
@@ -118,16 +90,11 @@ def test_no_address_of_the_clients_choosing(
     assert "remote port forwarding failed" in remote.stderr
 
 
-def test_session_channel_gets_help_and_exit_1(
-    alice: Person,
-    route_alice: Callable[..., Any],
-    make_gateway: Callable[..., RunningGateway],
-    client_for: Client,
-) -> None:
-    route_alice()
-    gateway = make_gateway(public_host="login.cluster.example")
+def test_session_channel_gets_help_and_exit_1(scenario: GatewayScenario) -> None:
+    scenario.route_alice()
+    gateway = scenario.start_gateway(public_host="login.cluster.example")
 
-    result = client_for(alice, gateway).direct("-p", str(gateway.port), "alice@127.0.0.1", "id")
+    result = scenario.client(scenario.alice).direct("-p", str(gateway.port), "alice@127.0.0.1", "id")
 
     assert result.returncode == 1
     assert "ssh -J alice@login.cluster.example alice@login" in result.stderr
@@ -135,19 +102,13 @@ def test_session_channel_gets_help_and_exit_1(
     assert result.stdout == ""
 
 
-def test_another_persons_key_is_refused(
-    api: GatewayApiStandIn,
-    bob: Person,
-    stand_in_pod: StandInPod,
-    route_alice: Callable[..., Any],
-    make_gateway: Callable[..., RunningGateway],
-    client_for: Client,
-) -> None:
-    route_alice(awake=False)  # asleep: a refused key must not wake it
-    gateway = make_gateway()
+def test_another_persons_key_is_refused(scenario: GatewayScenario) -> None:
+    api, bob = scenario.api, scenario.bob
+    scenario.route_alice(awake=False)  # asleep: a refused key must not wake it
+    scenario.start_gateway()
     before = metric("sup_gateway_refusals_total", reason="wrong_key")
 
-    result = client_for(bob, gateway).ssh("alice", "login", "whoami")
+    result = scenario.ssh(bob, "login", "whoami", user="alice")
 
     assert result.returncode == 255
     assert PERMISSION_DENIED in result.stderr
@@ -160,18 +121,13 @@ def test_another_persons_key_is_refused(
     assert metric("sup_gateway_refusals_total", reason="wrong_key") == before + 1
 
 
-def test_unknown_and_suspended_people_are_refused_alike_without_a_wake(
-    api: GatewayApiStandIn,
-    alice: Person,
-    make_gateway: Callable[..., RunningGateway],
-    client_for: Client,
-) -> None:
+def test_unknown_and_suspended_people_are_refused_alike_without_a_wake(scenario: GatewayScenario) -> None:
+    api = scenario.api
     api.refusal_reasons["carol"] = "inactive"
-    gateway = make_gateway()
-    client = client_for(alice, gateway)
+    scenario.start_gateway()
 
-    unknown = client.ssh("mallory", "login", "whoami")
-    suspended = client.ssh("carol", "login", "whoami")
+    unknown = scenario.ssh(scenario.alice, "login", "whoami", user="mallory")
+    suspended = scenario.ssh(scenario.alice, "login", "whoami", user="carol")
 
     assert unknown.returncode == suspended.returncode == 255
     assert PERMISSION_DENIED in unknown.stderr
@@ -184,22 +140,16 @@ def test_unknown_and_suspended_people_are_refused_alike_without_a_wake(
     assert api.wakes == []
 
 
-def test_a_sleeping_pod_is_woken_and_the_connection_succeeds(
-    api: GatewayApiStandIn,
-    alice: Person,
-    stand_in_pod: StandInPod,
-    route_alice: Callable[..., Any],
-    make_gateway: Callable[..., RunningGateway],
-    client_for: Client,
-) -> None:
-    route_alice(awake=False)
+def test_a_sleeping_pod_is_woken_and_the_connection_succeeds(scenario: GatewayScenario) -> None:
+    api = scenario.api
+    scenario.route_alice(awake=False)
     # The "pod" starts only when SUP is asked to wake it, and only after answering (as the kube
     # target's apply does: replicas 1, then the pod takes its time).
-    api.on_wake = lambda body: threading.Thread(target=stand_in_pod.start).start()
-    gateway = make_gateway()
+    api.on_wake = lambda body: threading.Thread(target=scenario.pod.start).start()
+    scenario.start_gateway()
     wakes_before = metric("sup_gateway_wake_seconds_count")
 
-    result = client_for(alice, gateway).ssh("alice", "login", "whoami")
+    result = scenario.ssh(scenario.alice, "login", "whoami")
 
     assert result.returncode == 0, result.stderr
     assert result.stdout == "root\n"
@@ -208,34 +158,20 @@ def test_a_sleeping_pod_is_woken_and_the_connection_succeeds(
     assert metric("sup_gateway_wake_seconds_count") == wakes_before + 1
 
 
-def test_a_pod_that_does_not_start_gives_a_clear_message(
-    api: GatewayApiStandIn,
-    alice: Person,
-    route_alice: Callable[..., Any],
-    make_gateway: Callable[..., RunningGateway],
-    client_for: Client,
-) -> None:
-    route_alice(awake=False)  # and nothing starts it
-    gateway = make_gateway(wake_timeout_seconds=2)
+def test_a_pod_that_does_not_start_gives_a_clear_message(scenario: GatewayScenario) -> None:
+    scenario.route_alice(awake=False)  # and nothing starts it
+    scenario.start_gateway(wake_timeout_seconds=2)
 
-    result = client_for(alice, gateway).ssh("alice", "login", "whoami")
+    result = scenario.ssh(scenario.alice, "login", "whoami")
 
     assert result.returncode == 255
     assert "connect failed: your login pod did not start within 2 s; try again in a minute" in result.stderr
-    assert api.wakes == [{"kind": "user", "name": "alice"}]
+    assert scenario.api.wakes == [{"kind": "user", "name": "alice"}]
 
 
-def test_scp_round_trip(
-    alice: Person,
-    stand_in_pod: StandInPod,
-    route_alice: Callable[..., Any],
-    make_gateway: Callable[..., RunningGateway],
-    client_for: Client,
-    tmp_path: Path,
-) -> None:
-    route_alice()
-    stand_in_pod.start()
-    client = client_for(alice, make_gateway())
+def test_scp_round_trip(scenario: GatewayScenario, tmp_path: Path) -> None:
+    scenario.open_for_alice()
+    client = scenario.client(scenario.alice)
     original = tmp_path / "original.bin"
     original.write_bytes(bytes(range(256)) * 8192)  # 2 MiB
     remote = tmp_path / "on-the-pod.bin"
@@ -258,18 +194,10 @@ def _files_to_copy(directory: Path) -> dict[str, bytes]:
     return files
 
 
-def test_sftp_round_trip(
-    alice: Person,
-    stand_in_pod: StandInPod,
-    route_alice: Callable[..., Any],
-    make_gateway: Callable[..., RunningGateway],
-    client_for: Client,
-    tmp_path: Path,
-) -> None:
+def test_sftp_round_trip(scenario: GatewayScenario, tmp_path: Path) -> None:
     """`sftp -J`: the pod's sftp subsystem through the tunnel (the gateway refuses its own)."""
-    route_alice()
-    stand_in_pod.start()
-    client = client_for(alice, make_gateway())
+    scenario.open_for_alice()
+    client = scenario.client(scenario.alice)
     files = _files_to_copy(tmp_path / "mine")
     remote = tmp_path / "on-the-pod"
     back = tmp_path / "back"
@@ -301,19 +229,11 @@ def _transferred(stats: str) -> int:
     return int(line.split(":")[1].replace(",", ""))
 
 
-def test_rsync_round_trip_and_a_second_run_sends_nothing(
-    alice: Person,
-    stand_in_pod: StandInPod,
-    route_alice: Callable[..., Any],
-    make_gateway: Callable[..., RunningGateway],
-    client_for: Client,
-    tmp_path: Path,
-) -> None:
+def test_rsync_round_trip_and_a_second_run_sends_nothing(scenario: GatewayScenario, tmp_path: Path) -> None:
     """`rsync -e 'ssh -J ...'`: rsync at both ends (the pod's runs over ssh), byte-identical copies,
     and the second run finds everything in place."""
-    route_alice()
-    stand_in_pod.start()
-    client = client_for(alice, make_gateway())
+    scenario.open_for_alice()
+    client = scenario.client(scenario.alice)
     files = _files_to_copy(tmp_path / "mine")
     remote = tmp_path / "on-the-pod"
     back = tmp_path / "back"
@@ -337,18 +257,10 @@ def _hold(client: SshClient, user: str, pod: str) -> subprocess.Popen[str]:
     return client.popen("-J", client.jump(user), f"root@{pod}", "echo ready; exec sleep 600")
 
 
-def test_fifty_parallel_sessions_are_held(
-    api: GatewayApiStandIn,
-    alice: Person,
-    stand_in_pod: StandInPod,
-    route_alice: Callable[..., Any],
-    make_gateway: Callable[..., RunningGateway],
-    client_for: Client,
-) -> None:
-    route_alice()
-    stand_in_pod.start()
-    gateway = make_gateway(max_sessions_per_person=50)
-    client = client_for(alice, gateway)
+def test_fifty_parallel_sessions_are_held(scenario: GatewayScenario) -> None:
+    api = scenario.api
+    gateway = scenario.open_for_alice(max_sessions_per_person=50)
+    client = scenario.client(scenario.alice)
     sessions = [_hold(client, "alice", "login") for _ in range(50)]
     try:
         for session in sessions:
@@ -370,21 +282,12 @@ def test_fifty_parallel_sessions_are_held(
             session.wait()
 
 
-def test_over_max_connections_the_gateway_is_busy(
-    api: GatewayApiStandIn,
-    alice: Person,
-    stand_in_pod: StandInPod,
-    route_alice: Callable[..., Any],
-    make_gateway: Callable[..., RunningGateway],
-    client_for: Client,
-) -> None:
-    route_alice()
-    stand_in_pod.start()
-    gateway = make_gateway(max_connections=2)
-    client = client_for(alice, gateway)
+def test_over_max_connections_the_gateway_is_busy(scenario: GatewayScenario) -> None:
+    gateway = scenario.open_for_alice(max_connections=2)
+    client = scenario.client(scenario.alice)
     held = [client.popen("-N", "-p", str(gateway.port), "alice@127.0.0.1") for _ in range(2)]
     try:
-        api.wait_for(lambda: sum(e["event"] == "login" for e in api.events) == 2)
+        scenario.api.wait_for(lambda: len(scenario.events("login")) == 2)
 
         busy = client.ssh("alice", "login", "whoami")
 
@@ -397,24 +300,17 @@ def test_over_max_connections_the_gateway_is_busy(
             connection.wait()
 
 
-def test_too_many_keys_offered_disconnects(
-    api: GatewayApiStandIn,
-    alice: Person,
-    bob: Person,
-    keys_dir: Path,
-    route_alice: Callable[..., Any],
-    make_gateway: Callable[..., RunningGateway],
-    client_for: Client,
-) -> None:
-    route_alice()
-    gateway = make_gateway(max_auth_tries=2)
-    third = keys_dir / "third"
+def test_too_many_keys_offered_disconnects(scenario: GatewayScenario) -> None:
+    api = scenario.api
+    scenario.route_alice()
+    gateway = scenario.start_gateway(max_auth_tries=2)
+    third = scenario.keys_dir / "third"
     if not third.exists():
         keygen(third)
 
     # OpenSSH offers the -i keys first, then the config's (alice's own): hers comes third.
-    result = client_for(alice, gateway).direct(
-        "-i", str(bob.key), "-i", str(third), "-p", str(gateway.port), "alice@127.0.0.1", "true"
+    result = scenario.client(scenario.alice).direct(
+        "-i", str(scenario.bob.key), "-i", str(third), "-p", str(gateway.port), "alice@127.0.0.1", "true"
     )
 
     assert result.returncode == 255
@@ -431,10 +327,8 @@ def _server_closes(sock: socket.socket) -> bytes:
     return received
 
 
-def test_slow_handshakes_are_cut_and_a_flood_is_dropped_without_one(
-    make_gateway: Callable[..., RunningGateway],
-) -> None:
-    gateway = make_gateway(max_connections=1, login_grace_seconds=1)
+def test_slow_handshakes_are_cut_and_a_flood_is_dropped_without_one(scenario: GatewayScenario) -> None:
+    gateway = scenario.start_gateway(max_connections=1, login_grace_seconds=1)
     address = ("127.0.0.1", gateway.port)
     with socket.create_connection(address) as first, socket.create_connection(address) as second:
         first.settimeout(60)
@@ -449,25 +343,16 @@ def test_slow_handshakes_are_cut_and_a_flood_is_dropped_without_one(
         assert not _server_closes(second).startswith(b"SSH-")
 
 
-def test_flow_control_holds_a_fast_sender_to_a_slow_pod(
-    api: GatewayApiStandIn,
-    alice: Person,
-    make_gateway: Callable[..., RunningGateway],
-    client_for: Client,
-) -> None:
+def test_flow_control_holds_a_fast_sender_to_a_slow_pod(scenario: GatewayScenario) -> None:
     """32 MiB from the client into a pod that reads 64 KiB at a time: the gateway never holds more
     than a little of it (without flow control it would queue what the client sends faster than the
     pod reads), and every byte arrives in order."""
     payload = os.urandom(1 << 20) * 32
     with socket.create_server(("127.0.0.1", 0)) as listener:
         port = listener.getsockname()[1]
-        api.routes["alice"] = {
-            "username": "alice",
-            "fingerprints": [alice.fingerprint],
-            "pods": [pod("login", "alice", port)],
-        }
-        gateway = make_gateway()
-        client = client_for(alice, gateway)
+        scenario.route_alice_to(port)
+        gateway = scenario.start_gateway()
+        client = scenario.client(scenario.alice)
         sender = client.popen_bytes("-W", "login:22", "-p", str(gateway.port), "alice@127.0.0.1")
         stdin = sender.stdin
         assert stdin is not None
@@ -494,23 +379,14 @@ def test_flow_control_holds_a_fast_sender_to_a_slow_pod(
     assert 0 < most_held <= 1 << 20  # it did hold some: the pod was the slow side
 
 
-def test_flow_control_holds_a_fast_pod_to_a_slow_client(
-    api: GatewayApiStandIn,
-    alice: Person,
-    make_gateway: Callable[..., RunningGateway],
-    client_for: Client,
-) -> None:
+def test_flow_control_holds_a_fast_pod_to_a_slow_client(scenario: GatewayScenario) -> None:
     """The other way: the pod sends 32 MiB at once, the client reads 64 KiB at a time."""
     payload = os.urandom(1 << 20) * 32
     with socket.create_server(("127.0.0.1", 0)) as listener:
         port = listener.getsockname()[1]
-        api.routes["alice"] = {
-            "username": "alice",
-            "fingerprints": [alice.fingerprint],
-            "pods": [pod("login", "alice", port)],
-        }
-        gateway = make_gateway()
-        client = client_for(alice, gateway)
+        scenario.route_alice_to(port)
+        gateway = scenario.start_gateway()
+        client = scenario.client(scenario.alice)
         receiver = client.popen_reader("-W", "login:22", "-p", str(gateway.port), "alice@127.0.0.1")
 
         def send() -> None:
@@ -539,24 +415,17 @@ def test_flow_control_holds_a_fast_pod_to_a_slow_client(
 
 
 def test_a_suspension_stops_new_tunnels_on_a_connection_already_in(
-    api: GatewayApiStandIn,
-    alice: Person,
-    stand_in_pod: StandInPod,
-    route_alice: Callable[..., Any],
-    make_gateway: Callable[..., RunningGateway],
-    client_for: Client,
-    tmp_path: Path,
+    scenario: GatewayScenario, tmp_path: Path
 ) -> None:
     """One outer connection (OpenSSH's ControlMaster) opens a tunnel, the person is suspended, the
     next tunnel on the same connection is refused."""
-    route_alice()
-    stand_in_pod.start()
-    gateway = make_gateway(route_cache_seconds=0)
-    client = client_for(alice, gateway)
+    api = scenario.api
+    gateway = scenario.open_for_alice(route_cache_seconds=0)
+    client = scenario.client(scenario.alice)
     control = ["-o", f"ControlPath={tmp_path / 'control'}", "-p", str(gateway.port), "alice@127.0.0.1"]
     master = client.popen("-o", "ControlMaster=yes", "-N", *control)
     try:
-        api.wait_for(lambda: any(e["event"] == "login" for e in api.events))
+        api.wait_for(lambda: bool(scenario.events("login")))
         probe = ["-o", "ControlMaster=no", "-W", "login:22", *control]
         before = client.direct(*probe, stdin="")
         assert before.stdout.startswith("SSH-2.0-OpenSSH")  # the pod's sshd, through the master
@@ -568,10 +437,8 @@ def test_a_suspension_stops_new_tunnels_on_a_connection_already_in(
         assert after.returncode == 255
         assert "open refused" in after.stderr  # through a master, OpenSSH prints no reason
         assert not after.stdout.startswith("SSH-2.0-")
-        api.wait_for(lambda: any(e["event"] == "refused" for e in api.events))
-        assert [(e["reason"], e["pod"]) for e in api.events if e["event"] == "refused"] == [
-            ("no_such_pod", "login")
-        ]
+        api.wait_for(lambda: bool(scenario.events("refused")))
+        assert [(e["reason"], e["pod"]) for e in scenario.events("refused")] == [("no_such_pod", "login")]
         assert master.poll() is None
     finally:
         master.terminate()

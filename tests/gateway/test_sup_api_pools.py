@@ -8,7 +8,7 @@ import asyncio
 import contextlib
 import json
 
-from sup.gateway_server import PersonRoute, SupApi
+from sup.gateway import PersonRoute, SupApi
 
 ROUTE = {
     "username": "alice",

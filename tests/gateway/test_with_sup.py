@@ -8,10 +8,16 @@ key and a suspended person are refused; SUP's audit log and sessions list say wh
 to which pod; an idle pod is put to sleep by SUP's pass (replicas 0 on the API server) and the next
 connection through the gateway wakes it (replicas 1) and lands; a pod whose idle reporter (the login
 image's own, in a PID namespace of its own) sees a process of the person's stays awake while an idle
-one sleeps."""
+one sleeps.
+
+One `sup serve` and one namespace serve the module (per `idle_settings`: the test that sets its own
+gets its own): starting them is most of a test's setup. Each test gets people of its own (`alice`
+and `bob` here are new users with new keys, alice3, bob3, ...) and looks only at what concerns
+them: other tests' people stay in the site, awake or asleep."""
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -24,14 +30,15 @@ import httpx
 import pytest
 import yaml
 
-from sup.gateway_server import PodRoute
+from sup.gateway import PodRoute
 from sup.targets.kube.names import Owner
 from tests.e2e.stack import wait_until
-from tests.gateway.conftest import Person
+from tests.gateway.scenario import Person
 from tests.support.cli import run_sup, sup_env
 from tests.support.gateway_runner import RunningGateway
 from tests.support.idle_reporter import IdleReporter, ReporterUnavailable
 from tests.support.kubeapi import KubeApiServer
+from tests.support.ports import free_port
 from tests.support.server import SupServer
 from tests.support.sshd import SshClient, StandInPod
 
@@ -72,23 +79,27 @@ class Site:
         with httpx.Client(base_url=self.server.url, headers=headers, timeout=60) as client:
             assert client.post("/api/v1/gateway/heartbeat", json=body).status_code == 204
 
-    def audit(self) -> list[dict[str, Any]]:
+    def audit(self, name: str | None = None) -> list[dict[str, Any]]:
+        """The gateway's audit entries (those about `name` only: a person, or user/NAME for a pod)."""
         response = self.admin.get("/api/v1/audit", params={"resource_type": "gateway", "limit": 500})
         response.raise_for_status()
         items: list[dict[str, Any]] = response.json()["items"]
-        return items
+        if name is None:
+            return items
+        return [e for e in items if e["resource_name"] in (name, f"user/{name}")]
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def idle_settings(request: pytest.FixtureRequest) -> dict[str, Any]:
     """The site's `gateway.idle_seconds` and `heartbeat_seconds` (a test may parametrize them)."""
     return dict(getattr(request, "param", {"idle_seconds": 1, "heartbeat_seconds": 1}))
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def site(
-    tmp_path: Path, kubeapi: KubeApiServer, alice: Person, bob: Person, idle_settings: dict[str, Any]
+    tmp_path_factory: pytest.TempPathFactory, kubeapi: KubeApiServer, idle_settings: dict[str, Any]
 ) -> Iterator[Site]:
+    tmp_path = tmp_path_factory.mktemp("site")
     namespace = kubeapi.new_namespace("gw")
     config = {
         "database_url": f"sqlite:///{tmp_path / 'sup.db'}",
@@ -102,15 +113,34 @@ def site(
     gateway = run_sup("token", "create", "--name", "gateway", "--role", "gateway", env=env).stdout.strip()
     server = SupServer(env, tmp_path / "serve.log")
     client = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {admin}"}, timeout=60)
-    for person in (alice, bob):
-        body = {"username": person.name, "ssh_public_keys": [person.public]}
-        assert client.post("/api/v1/users", json=body).status_code == 201
     made = Site(server, client, gateway, namespace, kubeapi)
     try:
         yield made
     finally:
         client.close()
         server.stop()
+
+
+_numbers = itertools.count(1)
+
+
+def _new_person(site: Site, directory: Path, name: str) -> Person:
+    """A user of the site's `sup serve` with a key of their own (SUP holds each key once)."""
+    person = Person.make(directory, f"{name}{next(_numbers)}")
+    body = {"username": person.name, "ssh_public_keys": [person.public]}
+    assert site.admin.post("/api/v1/users", json=body).status_code == 201
+    return person
+
+
+@pytest.fixture
+def alice(site: Site, tmp_path: Path) -> Person:
+    """This test's alice (the stand-in pod, conftest.py, admits her key)."""
+    return _new_person(site, tmp_path, "alice")
+
+
+@pytest.fixture
+def bob(site: Site, tmp_path: Path) -> Person:
+    return _new_person(site, tmp_path, "bob")
 
 
 @pytest.fixture
@@ -120,12 +150,15 @@ def gateway(site: Site, host_key: Path, stand_in_pod: StandInPod) -> Iterator[Ca
     started: list[RunningGateway] = []
 
     def make(reporters: dict[str, IdleReporter] | None = None, **settings: Any) -> RunningGateway:
-        """`reporters`: the idle reporter of each person's pod (asked at the awake answer's port)."""
+        """`reporters`: the idle reporter of each person's pod (asked at the awake answer's port);
+        other tests' people's pods have none (a port nobody listens on: silent)."""
+        nobody_listens = free_port()
 
         def at_stand_in(pod: PodRoute) -> tuple[str, int]:
             assert pod.namespace == site.namespace and pod.service.startswith("login-")
             if pod.port == IDLE_PORT:
-                return "127.0.0.1", (reporters or {})[pod.owner].port
+                reporter = (reporters or {}).get(pod.owner)
+                return "127.0.0.1", nobody_listens if reporter is None else reporter.port
             return "127.0.0.1", stand_in_pod.port
 
         running = RunningGateway(
@@ -147,41 +180,46 @@ def test_a_person_lands_in_their_pod_and_sup_knows_who_is_connected(
     bob: Person,
     tmp_path: Path,
 ) -> None:
-    wait_until(lambda: site.replicas("alice") == 1, 60, "alice's login StatefulSet")
+    wait_until(lambda: site.replicas(alice.name) == 1, 60, "alice's login StatefulSet")
     stand_in_pod.start()
     running = gateway(route_cache_seconds=0.5)
 
-    landed = SshClient(tmp_path, alice.key, running.port).ssh("alice", "login", "echo landed")
+    landed = SshClient(tmp_path, alice.key, running.port).ssh(alice.name, "login", "echo landed")
     assert landed.returncode == 0, landed.stderr
     assert landed.stdout == "landed\n"
 
-    foreign = SshClient(tmp_path, bob.key, running.port).ssh("alice", "login", "echo landed")
+    foreign = SshClient(tmp_path, bob.key, running.port).ssh(alice.name, "login", "echo landed")
     assert foreign.returncode == 255
     assert "Permission denied (publickey)" in foreign.stderr
 
     # a session held open shows in SUP's sessions list, with the pod and the source
     client = SshClient(tmp_path, alice.key, running.port)
-    held = client.popen("-J", client.jump("alice"), "root@login", "sleep 30")
+    held = client.popen("-J", client.jump(alice.name), "root@login", "sleep 30")
+
+    def sessions() -> list[dict[str, Any]]:
+        listed: list[dict[str, Any]] = site.admin.get("/api/v1/gateway/sessions").json()
+        return [s for s in listed if alice.name in (s["name"], s["username"])]
+
     try:
-        wait_until(lambda: bool(site.admin.get("/api/v1/gateway/sessions").json()), 60, "alice's session")
-        sessions = site.admin.get("/api/v1/gateway/sessions").json()
-        assert [(s["kind"], s["name"], s["username"]) for s in sessions] == [("user", "alice", "alice")]
-        assert sessions[0]["source"].startswith("127.0.0.1:")
+        wait_until(lambda: bool(sessions()), 60, "alice's session")
+        mine = sessions()
+        assert [(s["kind"], s["name"], s["username"]) for s in mine] == [("user", alice.name, alice.name)]
+        assert mine[0]["source"].startswith("127.0.0.1:")
     finally:
         held.kill()
         held.wait()
 
-    wait_until(lambda: len(site.audit()) >= 2, 60, "the gateway's audit entries")
+    wait_until(lambda: len(site.audit(alice.name)) >= 2, 60, "the gateway's audit entries")
     audit = site.audit()
     seen = {(e["action"], e["resource_name"], (e["after"] or {}).get("reason")) for e in audit}
-    assert ("login", "alice", None) in seen
-    assert ("refused", "alice", "wrong_key") in seen
+    assert ("login", alice.name, None) in seen
+    assert ("refused", alice.name, "wrong_key") in seen
     assert not any(alice.public.split()[1] in str(e) or bob.public.split()[1] in str(e) for e in audit)
 
     # suspended: refused at the gateway once the route cache has passed, the same way as a wrong key
-    assert site.admin.patch("/api/v1/users/alice", json={"active": False}).status_code == 200
+    assert site.admin.patch(f"/api/v1/users/{alice.name}", json={"active": False}).status_code == 200
     time.sleep(1)
-    suspended = SshClient(tmp_path, alice.key, running.port).ssh("alice", "login", "echo landed")
+    suspended = SshClient(tmp_path, alice.key, running.port).ssh(alice.name, "login", "echo landed")
     assert suspended.returncode == 255
     assert "Permission denied (publickey)" in suspended.stderr
 
@@ -191,38 +229,40 @@ def test_an_idle_pod_sleeps_and_the_next_connection_wakes_it(
     gateway: Callable[..., RunningGateway],
     stand_in_pod: StandInPod,
     alice: Person,
+    bob: Person,
     tmp_path: Path,
 ) -> None:
-    wait_until(lambda: site.replicas("alice") == 1, 60, "alice's login StatefulSet")
+    wait_until(lambda: site.replicas(alice.name) == 1, 60, "alice's login StatefulSet")
     # A full pass first sees the pods (in use from then on), the next one after idle_seconds (1)
     # with nobody connected (a gateway replica reporting no session) puts them to sleep.
     site.reconcile_kube()
     deadline = time.monotonic() + 60
-    while site.replicas("alice") != 0 or site.replicas("bob") != 0:
+    while site.replicas(alice.name) != 0 or site.replicas(bob.name) != 0:
         assert time.monotonic() < deadline, "the idle pods were never put to sleep"
         time.sleep(1.5)
         site.gateway_reports()
         site.reconcile_kube()
-    assert site.replicas("alice") == 0
-    assert site.replicas("bob") == 0
+    assert site.replicas(alice.name) == 0
+    assert site.replicas(bob.name) == 0
     stand_in_pod.start()
     running = gateway()
 
-    landed = SshClient(tmp_path, alice.key, running.port).ssh("alice", "login", "echo landed")
+    landed = SshClient(tmp_path, alice.key, running.port).ssh(alice.name, "login", "echo landed")
 
     assert landed.returncode == 0, landed.stderr
     assert landed.stdout == "landed\n"
-    assert site.replicas("alice") == 1  # woken through SUP, at once
-    assert site.replicas("bob") == 0
-    actions = [(e["action"], e["resource_name"]) for e in site.audit()]
-    assert ("sleep", "user/alice") in actions and ("wake", "user/alice") in actions, actions
+    assert site.replicas(alice.name) == 1  # woken through SUP, at once
+    assert site.replicas(bob.name) == 0
+    actions = [(e["action"], e["resource_name"]) for e in site.audit(alice.name)]
+    assert ("sleep", f"user/{alice.name}") in actions and ("wake", f"user/{alice.name}") in actions, actions
 
 
 @pytest.fixture
-def reporters() -> Iterator[dict[str, IdleReporter]]:
+def reporters(alice: Person, bob: Person) -> Iterator[dict[str, IdleReporter]]:
+    """An idle reporter for alice's pod and one for bob's, by their names."""
     started: dict[str, IdleReporter] = {}
     try:
-        for name in ("alice", "bob"):
+        for name in (alice.name, bob.name):
             started[name] = IdleReporter().start()
     except ReporterUnavailable as exc:
         for reporter in started.values():
@@ -234,35 +274,47 @@ def reporters() -> Iterator[dict[str, IdleReporter]]:
 
 
 def test_a_pod_whose_person_left_something_running_stays_awake_while_an_idle_one_sleeps(
-    site: Site, gateway: Callable[..., RunningGateway], reporters: dict[str, IdleReporter]
+    site: Site,
+    gateway: Callable[..., RunningGateway],
+    reporters: dict[str, IdleReporter],
+    alice: Person,
+    bob: Person,
 ) -> None:
     wait_until(
-        lambda: site.replicas("alice") == 1 and site.replicas("bob") == 1, 60, "the login StatefulSets"
+        lambda: site.replicas(alice.name) == 1 and site.replicas(bob.name) == 1, 60, "the login StatefulSets"
     )
-    reporters["alice"].run_as_person()  # alice's tmux, say; nothing runs in bob's pod
+    reporters[alice.name].run_as_person()  # alice's tmux, say; nothing runs in bob's pod
     running = gateway(reporters=reporters)
     site.reconcile_kube()  # first sight: both awake and in use now; SUP names them to ask from here on
 
     expected = [
-        {"kind": "user", "name": "alice", "busy": True},
-        {"kind": "user", "name": "bob", "busy": False},
+        {"kind": "user", "name": alice.name, "busy": True},
+        {"kind": "user", "name": bob.name, "busy": False},
     ]
-    wait_until(lambda: any(b["busy"] == expected for b in running.heartbeats()), 60, "the reporters' answers")
+
+    def theirs(busy: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [entry for entry in busy if entry["name"] in (alice.name, bob.name)]
+
+    wait_until(
+        lambda: any(theirs(b["busy"]) == expected for b in running.heartbeats()), 60, "the reporters' answers"
+    )
     # passes until bob's idle_seconds (1) are over: bob sleeps, alice's busy pod never does
     deadline = time.monotonic() + 60
-    while site.replicas("bob") != 0:
+    while site.replicas(bob.name) != 0:
         assert time.monotonic() < deadline, "bob's idle pod was never put to sleep"
-        assert site.replicas("alice") == 1
+        assert site.replicas(alice.name) == 1
         site.reconcile_kube()
         time.sleep(0.5)
-    assert site.replicas("alice") == 1
+    assert site.replicas(alice.name) == 1
     actions = [(e["action"], e["resource_name"]) for e in site.audit()]
-    assert ("sleep", "user/bob") in actions and ("sleep", "user/alice") not in actions, actions
+    assert ("sleep", f"user/{bob.name}") in actions and ("sleep", f"user/{alice.name}") not in actions, (
+        actions
+    )
 
     # alice's process ends: her pod is idle now, and sleeps too
-    reporters["alice"].stop_persons_processes()
+    reporters[alice.name].stop_persons_processes()
     deadline = time.monotonic() + 60
-    while site.replicas("alice") != 0:
+    while site.replicas(alice.name) != 0:
         assert time.monotonic() < deadline, "alice's pod was never put to sleep once idle"
         site.reconcile_kube()
         time.sleep(0.5)
@@ -278,24 +330,26 @@ def test_a_held_session_is_cut_when_the_person_is_suspended(
     """Access removed, sessions end: alice holds a shell through the gateway, an admin suspends her
     in SUP, the gateway's next route recheck cuts the tunnel (OpenSSH prints why) and SUP's audit
     log holds the cut."""
-    wait_until(lambda: site.replicas("alice") == 1, 60, "alice's login StatefulSet")
+    wait_until(lambda: site.replicas(alice.name) == 1, 60, "alice's login StatefulSet")
     stand_in_pod.start()
     running = gateway(route_cache_seconds=0.5, route_recheck_seconds=1)
     client = SshClient(tmp_path, alice.key, running.port)
-    held = client.popen("-J", client.jump("alice"), "root@login", "echo ready; exec sleep 600")
+    held = client.popen("-J", client.jump(alice.name), "root@login", "echo ready; exec sleep 600")
     try:
         assert held.stdout is not None
         assert held.stdout.readline() == "ready\n"
 
-        assert site.admin.patch("/api/v1/users/alice", json={"active": False}).status_code == 200
+        assert site.admin.patch(f"/api/v1/users/{alice.name}", json={"active": False}).status_code == 200
 
         _, stderr = held.communicate(timeout=30)  # a guard against a hang: the bound is 1.5 s
         assert held.returncode == 255
         assert "your access to the login pod login was removed" in stderr
-        wait_until(lambda: any(e["action"] == "cut" for e in site.audit()), 60, "the cut in the audit log")
-        cut = [e for e in site.audit() if e["action"] == "cut"]
+        wait_until(
+            lambda: any(e["action"] == "cut" for e in site.audit(alice.name)), 60, "the cut in the audit log"
+        )
+        cut = [e for e in site.audit(alice.name) if e["action"] == "cut"]
         assert [(e["resource_name"], e["after"]["reason"], e["after"]["pod"]) for e in cut] == [
-            ("alice", "inactive", "login")
+            (alice.name, "inactive", "login")
         ]
         assert running.tunnels() == 0
     finally:
@@ -322,7 +376,7 @@ def test_short_sessions_a_few_seconds_apart_keep_the_pod_awake_and_it_sleeps_idl
     so mostly in no heartbeat's sessions; idle_seconds 8) while SUP's passes run every 0.25 s: their
     pod is never put to sleep (before, it was within seconds). Once they stop, it sleeps, and not
     before idle_seconds after their last login."""
-    wait_until(lambda: site.replicas("alice") == 1, 60, "alice's login StatefulSet")
+    wait_until(lambda: site.replicas(alice.name) == 1, 60, "alice's login StatefulSet")
     stand_in_pod.start()
     running = gateway(reporters=reporters)  # alice's reporter: nothing of hers runs (idle)
     site.reconcile_kube()  # first sight: in use now
@@ -347,7 +401,7 @@ def test_short_sessions_a_few_seconds_apart_keep_the_pod_awake_and_it_sleeps_idl
     try:
         end = time.monotonic() + 40
         while time.monotonic() < end:
-            landed = client.ssh("alice", "login", "true")
+            landed = client.ssh(alice.name, "login", "true")
             assert landed.returncode == 0, landed.stderr
             sessions += 1
             time.sleep(GAP)
@@ -355,19 +409,19 @@ def test_short_sessions_a_few_seconds_apart_keep_the_pod_awake_and_it_sleeps_idl
         stop.set()
         passing.join()
     assert failed == []
-    slept = [e for e in site.audit() if e["action"] == "sleep" and e["resource_name"] == "user/alice"]
+    slept = [e for e in site.audit(alice.name) if e["action"] == "sleep"]
     assert slept == [], f"alice's pod was put to sleep while she used it: {slept}"
-    assert site.replicas("alice") == 1
+    assert site.replicas(alice.name) == 1
     assert sessions >= 6 and passes >= 40, (sessions, passes)  # the passes did run meanwhile
 
     deadline = time.monotonic() + 60
-    while site.replicas("alice") != 0:
+    while site.replicas(alice.name) != 0:
         assert time.monotonic() < deadline, "alice's pod never slept once she stopped"
         site.reconcile_kube()
         time.sleep(0.5)
-    audit = site.audit()
-    logins = [_at(e) for e in audit if e["action"] == "login" and e["resource_name"] == "alice"]
-    [sleep] = [_at(e) for e in audit if e["action"] == "sleep" and e["resource_name"] == "user/alice"]
+    audit = site.audit(alice.name)
+    logins = [_at(e) for e in audit if e["action"] == "login"]
+    [sleep] = [_at(e) for e in audit if e["action"] == "sleep"]
     assert len(logins) == sessions
     # idle_seconds after her last session, within a heartbeat and the login event's own delay
     assert sleep - max(logins) >= timedelta(seconds=IDLE - 2), (max(logins), sleep)

@@ -9,7 +9,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session, sessionmaker
 
 from sup.config import Settings
-from sup.gateway import service
+from sup.logins import service
 from sup.store.models import LoginWake, utcnow
 from tests.conftest import bearer
 from tests.gateway_api.conftest import NAMESPACE

@@ -13,9 +13,10 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from sup.config import Settings
 from sup.domain.desired import DesiredGroup, DesiredState, DesiredUser
-from sup.domain.gateway import Route
-from sup.gateway import idle, state
-from sup.reconcile.planner import with_sleep
+from sup.domain.login_pods import Route
+from sup.logins import sleep as idle
+from sup.logins import wake_state as state
+from sup.logins.sleep import with_sleep
 from sup.store.models import AuditEntry, LoginWake, utcnow
 from tests.conftest import ACTOR
 

@@ -13,8 +13,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from sup.config import Settings
-from sup.domain.gateway import Route
-from sup.gateway import idle
+from sup.domain.login_pods import Route
+from sup.logins import sleep as idle
 from sup.store.models import LoginWake, utcnow
 from tests.conftest import ACTOR, bearer
 from tests.gateway_api.test_idle import DESIRED

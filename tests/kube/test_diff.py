@@ -5,7 +5,9 @@ from __future__ import annotations
 import copy
 import datetime
 
+from sup.targets.kube.diff import plan
 from sup.targets.kube.model import Observed, ObservedObject
+from sup.targets.kube.render import Renderer
 from tests.kube.plans import NOW, applied, brief, diff, group, served, settings, state, user
 
 
@@ -199,3 +201,19 @@ def test_a_storage_class_set_later_is_reported_not_applied() -> None:
     changes = diff(state(user("kim")), observed, settings(home_storage_class="fast"))
     (report,) = changes
     assert report.action == "report" and "storageClassName is unset" in report.details_json()["reason"]
+
+
+def test_a_pass_scoped_to_users_plans_no_group_pod() -> None:
+    """A scoped pass read only its users' objects (observe_users): the group pod's were not read, so
+    planning it would create what exists; the next full pass covers it."""
+    kube = settings(group_pods=["lab"])
+    desired = state(user("kim"), groups=(group("lab", 20001, "kim"),))
+    full = diff(desired, Observed(), kube)
+    assert ("create", "workload", "group-lab") in brief(full)
+    mine = {
+        key: have for key, have in applied(full).objects.items() if key[1] in ("login-kim", "home-u10000")
+    }
+    scoped = plan(
+        desired, Observed(mine, {}, scoped=True), Renderer(kube), kube, NOW, include_group_pods=False
+    )
+    assert scoped == []  # kim's objects are as wanted; the group pod is neither created nor deleted

@@ -11,8 +11,9 @@ from typing import Any
 from sqlalchemy import select
 
 from sup.config import GatewaySettings
-from sup.domain.gateway import Route
-from sup.gateway import service, state
+from sup.domain.login_pods import Route
+from sup.logins import service
+from sup.logins import wake_state as state
 from sup.store.audit import Actor
 from sup.store.models import AuditEntry, LoginWake, utcnow
 from tests.kube.site import Site

@@ -1,6 +1,7 @@
 """What the Dockerfile does, without a container engine: SUP's wheel builds, installs into a fresh
-virtualenv with constraints.txt, `sup --help` runs, and the Kubernetes templates ship inside the
-wheel where the renderer finds them. tests/images builds and runs the image itself."""
+virtualenv with constraints.txt, `sup --help` runs, and each target's templates (and the LDAP
+schemas) ship inside the wheel as package data, where the code finds them. tests/images builds and
+runs the image itself."""
 
 from __future__ import annotations
 
@@ -34,7 +35,15 @@ def test_the_wheel_installs_with_the_pinned_versions_and_runs(tmp_path: Path) ->
         cwd=tmp_path,
     ).strip()  # fmt: skip
     shipped = Path(where)
-    assert shipped.is_relative_to(target) and shipped.parts[-2:] == ("_templates", "kube")
-    assert {p.name for p in shipped.glob("*.yaml.j2")} == {
-        p.name for p in (REPO / "templates" / "kube").glob("*.yaml.j2")
-    }
+    assert shipped.is_relative_to(target) and shipped.parts[-4:] == ("sup", "targets", "kube", "templates")
+    repository = REPO / "sup" / "targets" / "kube" / "templates"
+    assert {p.name for p in shipped.iterdir()} == {p.name for p in repository.iterdir()}
+    sssd, schemas = _run(
+        str(python), "-c",
+        "from sup.targets.ldap.sssd_config import default_template; t = default_template();"
+        " print(t); print(t.parents[1] / 'schema')",
+        cwd=tmp_path,
+    ).split()  # fmt: skip
+    assert Path(sssd).is_relative_to(target) and Path(sssd).is_file()
+    ldap = REPO / "sup" / "targets" / "ldap" / "schema"
+    assert sorted(p.name for p in Path(schemas).iterdir()) == sorted(p.name for p in ldap.iterdir())

@@ -18,6 +18,16 @@ from sup.targets.base import TargetError
 from sup.targets.kube import SPEC, KubeSettings, KubeTarget
 from sup.targets.kube.model import Observed
 from sup.targets.kube.render import Renderer, TemplateError, shipped_templates
+from sup.targets.kube.template_values import (
+    GroupName,
+    GroupValues,
+    Member,
+    ObjectNames,
+    OwnerValues,
+    Person,
+    TemplateContext,
+    UserValues,
+)
 from sup.targets.spec import TargetContext
 from tests.kube.plans import group, settings, state, user
 from tests.support.kubeapi import KubeApiServer
@@ -73,17 +83,17 @@ def test_the_shipped_templates_are_json_and_yaml_alike() -> None:
     templates = sorted(shipped_templates().glob("*.yaml.j2"))
     homes = ((None, None), ("homes", "kim"))  # the claim mode; the shared mode (claim, subPath)
     for template, idle_port, (shared, sub) in itertools.product(templates, (None, 9101), homes):
-        context = {
-            "idle_port": idle_port, "shared_claim": shared,
-            "namespace": "n", "owner": {"kind": "user", "name": "kim", "key": "kim"},
-            "names": {"home": "home-kim", "login": "login-kim", "key": "kim"}, "pod_labels": {"a": "b"},
-            "settings": renderer.values, "network": renderer.network,
-            "user": {"username": "kim", "uid_number": 1, "gid_number": 1, "home_directory": "/h",
-                     "login_shell": "/s", "supplemental_gids": [7], "home_sub_path": sub},
-            "group": {"name": "g", "gid_number": 5},
-            "members": [{"home_directory": "/h", "claim": shared or "home-kim", "home_sub_path": sub}],
-        }  # fmt: skip
-        text = renderer.environment.get_template(template.name).render(context)
+        person = Person("kim", 1, 1, "/h", "/s", supplemental_gids=(7,), home_sub_path=sub)
+        member = Member("kim", 1, 1, "/h", "/s", home_sub_path=sub, claim=shared or "home-kim")
+        context = TemplateContext(
+            namespace="n", owner=OwnerValues("user", "kim", "kim"),
+            names=ObjectNames(home="home-kim", login="login-kim", key="kim"), pod_labels={"a": "b"},
+            settings=renderer.values, network=renderer.network, idle_port=idle_port,
+            subject=UserValues(person),
+        )  # fmt: skip
+        group_values = GroupValues(GroupName("g", 5), (member,), shared)
+        variables = {**context.variables(), **replace(context, subject=group_values).variables()}
+        text = renderer.environment.get_template(template.name).render(variables)
         assert json.loads(text) == yaml.safe_load(text), template.name
     assert renderer.home(kim).manifest["spec"]["resources"]["requests"]["storage"] == "10Gi"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from sup.domain.gateway import Route
+from sup.domain.login_pods import Route
 from sup.targets.kube.model import KubeChange, ObjectUpdate, Observed
 from tests.kube.plans import applied, brief, diff, group, served, settings, state, user
 

@@ -17,7 +17,7 @@ import pytest
 from ldap3 import SAFE_SYNC, Connection, Server
 
 from tests.support.ports import free_port
-from tests.support.slapd import TEMPLATES, SlapdServer, SlapdUnavailable, find_slapd
+from tests.support.slapd import SUP_SCHEMAS, SlapdServer, SlapdUnavailable, find_slapd
 
 SUFFIX = "dc=lpk,dc=test"
 ROOT_DN = f"cn=admin,{SUFFIX}"
@@ -120,7 +120,7 @@ def test_the_shipped_ldifs_load_into_cn_config_and_entries_can_use_them(
 ) -> None:
     ldapi, ldap = cn_config_slapd
     for name in ("openssh-lpk.ldif", "sudo.ldif"):
-        loaded = _ldapadd(ldapi, TEMPLATES / name)
+        loaded = _ldapadd(ldapi, SUP_SCHEMAS / name)
         assert loaded.returncode == 0, f"{name}: {loaded.stderr}"
 
     key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C7okWi0dh2l9GKJl kim@laptop"
@@ -148,5 +148,5 @@ def test_the_shipped_ldifs_load_into_cn_config_and_entries_can_use_them(
 
 
 def test_the_shipped_schema_files_are_what_the_test_servers_include(slapd: SlapdServer) -> None:
-    assert TEMPLATES / "openssh-lpk.schema" in slapd.schema_files
-    assert TEMPLATES / "sudo.schema" in slapd.schema_files
+    assert SUP_SCHEMAS / "openssh-lpk.schema" in slapd.schema_files
+    assert SUP_SCHEMAS / "sudo.schema" in slapd.schema_files

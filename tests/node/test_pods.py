@@ -13,7 +13,8 @@ import pytest
 
 from tests.node.conftest import RunPod, pod_manifest
 from tests.support.kubeapi import ApiError
-from tests.support.kubenode import KUBERNETES_SERVICE_IP, KubeCluster
+from tests.support.kubenode import KubeCluster
+from tests.support.kubenode_config import KUBERNETES_SERVICE_IP
 
 # what Pod Security "restricted" asks of a pod (POD_SECURITY) and of its containers (CONTAINER_SECURITY)
 POD_SECURITY: dict[str, Any] = {

@@ -12,7 +12,8 @@ import pytest
 
 from tests.node.conftest import RunPod
 from tests.support import hoststate
-from tests.support.kubenode import BRIDGE, KubeCluster
+from tests.support.kubenode import KubeCluster
+from tests.support.kubenode_config import BRIDGE
 
 
 def _pids_in_cgroups(paths: set[str]) -> set[int]:

@@ -1,4 +1,5 @@
-"""Each identity provider's quirks (shared/notes/scim.md), with that IdP's exact payload shape.
+"""Each identity provider's quirks, with that IdP's exact payload shape (docs/identity-providers.md,
+"IdP quirks accepted").
 
 Every test checks what the IdP gets back and what the store holds (users, memberships, outbox).
 """

@@ -6,11 +6,11 @@ from __future__ import annotations
 from sqlalchemy.orm import Session, sessionmaker
 
 from sup.config import Settings
-from sup.domain.gateway import Refusal, RefusalReason, Route, route
+from sup.domain.login_pods import Refusal, RefusalReason, Route, route
 from sup.domain.sshkeys import parse_ssh_public_key
 from sup.groups.schemas import GroupCreate
 from sup.groups.service import create_group
-from sup.users.gateway import gateway_person
+from sup.logins.person import gateway_person
 from sup.users.schemas import UserCreate, UserPatch
 from sup.users.service import create_user, update_user
 from tests.conftest import ACTOR

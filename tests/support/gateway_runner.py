@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 import asyncssh
 
 from sup.config.gateway import GatewaySettings
-from sup.gateway_server import Gateway, PodRoute, SupApi
+from sup.gateway import Gateway, PodRoute, SupApi
 from tests.support.gateway_api import TOKEN
 
 T = TypeVar("T")

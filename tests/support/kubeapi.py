@@ -1,8 +1,8 @@
 """A throwaway Kubernetes API server: etcd + kube-apiserver on free loopback ports, envtest-style.
 
 etcd is Debian's etcd-server (3.4); kube-apiserver is built from the Go module proxy and cached by
-scripts/build-kube-apiserver (run by scripts/test before pytest). Certificates are made here with
-`cryptography`: a CA, the server's certificate for 127.0.0.1, an admin client certificate in
+scripts/build-kube-apiserver (run by scripts/test before pytest). Certificates come from the tests'
+one CA (tests/support/certs.py): the server's certificate for 127.0.0.1, an admin client certificate in
 O=system:masters, and the key that signs service-account tokens (so the TokenRequest API works and
 SUP can run as a ServiceAccount bound to the chart's Role). Authorization is RBAC; admission has Pod
 Security (enforced from namespace labels) and every default plugin but ServiceAccount.
@@ -16,8 +16,6 @@ Used by tests/kube and bench/kube_bench.py.
 from __future__ import annotations
 
 import contextlib
-import datetime
-import ipaddress
 import os
 import shutil
 import ssl
@@ -30,11 +28,10 @@ from typing import Any
 
 import httpx
 import yaml
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec, rsa
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
 
+from tests.support.certs import TestCa, client_subject, common_name, pem_cert, pem_key
 from tests.support.ports import free_port
 from tests.support.processes import stop_process
 
@@ -68,96 +65,6 @@ def find_kube_apiserver() -> str:
             "kube-apiserver is not built yet: run scripts/build-kube-apiserver (scripts/test does it)"
         )
     return result.stdout.strip().splitlines()[-1]
-
-
-# --- certificates -----------------------------------------------------------------------------------
-
-
-def _pem_key(key: Any) -> bytes:
-    return bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-        )
-    )
-
-
-def _pem_cert(cert: x509.Certificate) -> bytes:
-    return cert.public_bytes(serialization.Encoding.PEM)
-
-
-class TestCa:
-    """One CA for the test cluster: it signs the server's and every client's certificate."""
-
-    __test__ = False  # not a pytest test class
-
-    def __init__(self) -> None:
-        self.key = ec.generate_private_key(ec.SECP256R1())
-        self.name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "SUP test Kubernetes CA")])
-        now = datetime.datetime.now(datetime.UTC)
-        self.cert = (
-            x509.CertificateBuilder()
-            .subject_name(self.name)
-            .issuer_name(self.name)
-            .public_key(self.key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + datetime.timedelta(days=3))
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .add_extension(
-                x509.KeyUsage(
-                    digital_signature=True,
-                    content_commitment=False,
-                    key_encipherment=False,
-                    data_encipherment=False,
-                    key_agreement=False,
-                    key_cert_sign=True,
-                    crl_sign=True,
-                    encipher_only=False,
-                    decipher_only=False,
-                ),
-                critical=True,
-            )
-            .sign(self.key, hashes.SHA256())
-        )
-
-    def issue(
-        self,
-        subject: x509.Name,
-        *,
-        server: bool,
-        ips: tuple[str, ...] = ("127.0.0.1",),
-        dns: tuple[str, ...] = ("localhost",),
-    ) -> tuple[bytes, bytes]:
-        """A certificate and its key: a server's (for the IP addresses and DNS names given) or a
-        client's (the subject's CN is the user, each O a group)."""
-        key = ec.generate_private_key(ec.SECP256R1())
-        now = datetime.datetime.now(datetime.UTC)
-        builder = (
-            x509.CertificateBuilder()
-            .subject_name(subject)
-            .issuer_name(self.name)
-            .public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + datetime.timedelta(days=3))
-        )
-        if server:
-            names: list[x509.GeneralName] = [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ips]
-            names += [x509.DNSName(name) for name in dns]
-            builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False).add_extension(
-                x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False
-            )
-        else:
-            builder = builder.add_extension(
-                x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False
-            )
-        return _pem_cert(builder.sign(self.key, hashes.SHA256())), _pem_key(key)
-
-
-def client_subject(user: str, *groups: str) -> x509.Name:
-    """The subject of a client certificate: kube-apiserver reads CN as the user, O as groups."""
-    attributes = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, group) for group in groups]
-    return x509.Name([*attributes, x509.NameAttribute(NameOID.COMMON_NAME, user)])
 
 
 # --- the server -------------------------------------------------------------------------------------
@@ -201,10 +108,10 @@ class KubeApiServer:
         return path
 
     def _certificates(self) -> None:
-        ca = self.ca = TestCa()
-        self._write("ca.pem", _pem_cert(ca.cert), 0o644)
+        ca = self.ca = TestCa("SUP test Kubernetes CA")
+        self._write("ca.pem", pem_cert(ca.cert), 0o644)
         server_cert, server_key = ca.issue(
-            x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-apiserver")]),
+            common_name("kube-apiserver"),
             server=True,
             ips=self.server_ips,
             dns=self.server_dns,
@@ -215,7 +122,7 @@ class KubeApiServer:
         self.admin_cert = self._write("admin.pem", admin_cert)
         self.admin_key = self._write("admin.key", admin_key)
         signing = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-        self._write("sa.key", _pem_key(signing))
+        self._write("sa.key", pem_key(signing))
         self._write(
             "sa.pub",
             signing.public_key().public_bytes(

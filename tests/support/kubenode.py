@@ -2,8 +2,10 @@
 
 etcd + kube-apiserver (tests/support/kubeapi.py, with the flags a cluster with nodes needs),
 kube-controller-manager, kube-scheduler, containerd + runc, the kubelet, a CNI bridge, kube-proxy
-(iptables), kube-router (NetworkPolicy only) and CoreDNS (the cluster's DNS). The recipe and its
-measurements are in ../shared/notes/real-cluster.md; the binaries and the pause image are built once by
+(iptables), kube-router (NetworkPolicy only) and CoreDNS (the cluster's DNS). What each daemon is
+told is data in tests/support/kubenode_config.py; this module is the lifecycle (`start` as a sequence
+of steps, `stop`, the lock, `recover`). What runs, how it is built and what it needs from the host:
+docs/development.md, "The test node". The binaries and the pause image are built once by
 scripts/build-kube-node into ${SUP_CACHE_DIR:-~/.cache/sup} (scripts/setup --servers runs it).
 
 The node's address is the host's address on the pod bridge (`node_ip` == `pod_gateway`): the fixture
@@ -16,9 +18,9 @@ use it, so tests address Services by ClusterIP.
 
 Host-wide state (iptables chains, ipsets, sysctls, cgroups, the bridge, netns, mounts) can only
 belong to one cluster at a time: a lock file makes a second cluster on the machine wait for the first.
-`stop()` deletes the pods (so the CNI plugin releases their network), stops every process by pid in
-the order the note gives, runs kube-proxy's and kube-router's own cleanup, then removes what is left
-(tests/support/hoststate.py) and the temp dir.
+`stop()` deletes the pods (so the CNI plugin releases their network), stops every process by pid,
+runs kube-proxy's and kube-router's own cleanup, then removes what is left (tests/support/hoststate.py)
+and the temp dir.
 """
 
 from __future__ import annotations
@@ -38,24 +40,29 @@ from pathlib import Path
 from typing import IO, Any
 
 import httpx
-import yaml
 
 from tests.support import hoststate
-from tests.support.kubeapi import Admin, ApiError, KubeApiServer, KubeApiUnavailable, client_subject
+from tests.support.kubeapi import Admin, ApiError, KubeApiServer, KubeApiUnavailable
+from tests.support.kubenode_config import (
+    APISERVER_DNS,
+    BRIDGE,
+    CNI_BIN_DIR,
+    KUBELET_CLIENT_SUBJECT,
+    KUBERNETES_SERVICE_IP,
+    NODE_NAME,
+    SERVICE_CIDR,
+    NodeConfig,
+    apiserver_flags,
+    component_subjects,
+)
 from tests.support.localpv import LocalProvisioner, storage_class
 from tests.support.ports import free_port
 from tests.support.processes import stop_process
 
 REPO = Path(__file__).resolve().parents[2]
 BUILD_SCRIPT = REPO / "scripts" / "build-kube-node"
-NODE_NAME = "sup-test-node"
-BRIDGE = "supbr0"
-SERVICE_CIDR = "10.96.0.0/16"
-KUBERNETES_SERVICE_IP = "10.96.0.1"
-CLUSTER_DOMAIN = "cluster.local"
 STORAGE_CLASS = "sup-local"
 LOCK_FILE = Path(tempfile.gettempdir()) / "sup-kube-cluster.lock"
-CNI_BIN_DIR = "/usr/lib/cni"
 SNAPSHOT = "host-snapshot.json"  # in the cluster's root: what to put back after a crash
 
 
@@ -126,42 +133,16 @@ class _ClusterApiServer(KubeApiServer):
     def __init__(self, root: Path, node_ip: str) -> None:
         self.node_ip = node_ip
         self.server_ips = ("127.0.0.1", node_ip, KUBERNETES_SERVICE_IP)
-        self.server_dns = (
-            "localhost",
-            "kubernetes",
-            "kubernetes.default",
-            "kubernetes.default.svc",
-            "kubernetes.default.svc.cluster.local",
-        )
+        self.server_dns = APISERVER_DNS
         super().__init__(root)
 
     def apiserver_flags(self) -> list[str]:
-        replaced = {
-            "--bind-address": "0.0.0.0",  # pods reach it through the `kubernetes` Service
-            "--advertise-address": self.node_ip,
-            "--service-cluster-ip-range": SERVICE_CIDR,
-            "--authorization-mode": "Node,RBAC",
-        }
-        flags = []
-        for flag in super().apiserver_flags():
-            name = flag.split("=", 1)[0]
-            if name == "--disable-admission-plugins":
-                continue  # the controller-manager makes the ServiceAccounts pods need
-            flags.append(f"{name}={replaced[name]}" if name in replaced else flag)
-        return [
-            *flags,
-            "--enable-admission-plugins=NodeRestriction",
-            "--kubelet-preferred-address-types=InternalIP",  # the node's name resolves nowhere
-            f"--kubelet-client-certificate={self.root / 'kubelet-client.pem'}",
-            f"--kubelet-client-key={self.root / 'kubelet-client.key'}",
-        ]
+        return apiserver_flags(super().apiserver_flags(), node_ip=self.node_ip, root=self.root)
 
     def _certificates(self) -> None:
         super()._certificates()
         assert self.ca is not None
-        cert, key = self.ca.issue(
-            client_subject("kube-apiserver-kubelet-client", "system:masters"), server=False
-        )
+        cert, key = self.ca.issue(KUBELET_CLIENT_SUBJECT, server=False)
         self._write("kubelet-client.pem", cert)
         self._write("kubelet-client.key", key)
 
@@ -198,6 +179,7 @@ class KubeCluster:
         self._apiserver: _ClusterApiServer | None = None
         self._provisioner: LocalProvisioner | None = None
         self._api: Admin | None = None
+        self._config: NodeConfig | None = None  # once the node's address is known (_network)
         self.timings: dict[str, float] = {}
         self.stopped = False
         self.left_behind: list[str] = []
@@ -396,6 +378,7 @@ class KubeCluster:
         self.pod_cidr = str(_free_subnet())
         network = ipaddress.IPv4Network(self.pod_cidr)
         self.node_ip = self.pod_gateway = str(network.network_address + 1)
+        self._config = NodeConfig(self.root, self.node_ip, self.pod_cidr, self.binaries, self.sync_frequency)
         if BRIDGE in hoststate.links():
             raise KubeClusterUnavailable(
                 f"network interface {BRIDGE} exists already (a cluster left behind?)"
@@ -411,6 +394,11 @@ class KubeCluster:
         for name in ("net.bridge.bridge-nf-call-iptables", "net.ipv4.ip_forward"):
             hoststate.write_sysctl(name, "1")
 
+    @property
+    def config(self) -> NodeConfig:
+        assert self._config is not None, "the node's network is not made yet"
+        return self._config
+
     def _spawn(self, name: str, argv: list[str]) -> subprocess.Popen[bytes]:
         (self.root / "logs").mkdir(exist_ok=True)
         log = (self.root / "logs" / f"{name}.log").open("wb")
@@ -422,81 +410,21 @@ class KubeCluster:
     def _component_kubeconfigs(self) -> None:
         apiserver = self.apiserver
         assert apiserver.ca is not None
-        users = {
-            "kubelet": client_subject(f"system:node:{self.node_name}", "system:nodes"),
-            "controller-manager": client_subject("system:kube-controller-manager"),
-            "scheduler": client_subject("system:kube-scheduler"),
-            "kube-proxy": client_subject("system:kube-proxy"),
-        }
-        for name, subject in users.items():
+        for name, subject in component_subjects(self.node_name).items():
             cert, key = apiserver.ca.issue(subject, server=False)
             cert_path = self.root / f"{name}.pem"
             key_path = self.root / f"{name}.key"
             for path, data in ((cert_path, cert), (key_path, key)):
                 path.write_bytes(data)
                 path.chmod(0o600)
-            apiserver.write_kubeconfig(self.root / f"{name}.kubeconfig", cert=cert_path, key=key_path)
+            apiserver.write_kubeconfig(self.config.kubeconfig(name), cert=cert_path, key=key_path)
 
     def _start_containerd(self, timeout: float) -> None:
-        base = self.root / "containerd"
-        (self.root / "cni" / "net.d").mkdir(parents=True)
+        base = self.config.containerd_dir
+        self.config.cni_conf_dir.mkdir(parents=True)
         base.mkdir()
-        config = f"""version = 2
-root = "{base / "root"}"
-state = "{base / "state"}"
-disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs",
-  "io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.devmapper",
-  "io.containerd.tracing.processor.v1.otlp"]
-[grpc]
-  address = "{self.containerd_socket}"
-[ttrpc]
-  address = "{base / "containerd.sock.ttrpc"}"
-[debug]
-  address = ""
-[metrics]
-  address = ""
-[plugins."io.containerd.internal.v1.opt"]
-  path = "{base / "opt"}"
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = "localhost/pause:local"
-  # root here lacks CAP_SYS_RESOURCE: without this every sandbox fails ("can't get final child's PID")
-  restrict_oom_score_adj = true
-  stream_server_address = "127.0.0.1"
-  stream_server_port = "0"
-  [plugins."io.containerd.grpc.v1.cri".containerd]
-    snapshotter = "overlayfs"
-    default_runtime_name = "runc"
-    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
-      runtime_type = "io.containerd.runc.v2"
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
-        SystemdCgroup = false
-  [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = "{CNI_BIN_DIR}"
-    conf_dir = "{self.root / "cni" / "net.d"}"
-"""
-        (base / "config.toml").write_text(config)
-        conflist = {
-            "cniVersion": "1.0.0",
-            "name": "sup-test",
-            "plugins": [
-                {
-                    "type": "bridge",
-                    "bridge": BRIDGE,
-                    "isGateway": True,
-                    "ipMasq": False,  # pods need nothing off this machine
-                    "hairpinMode": True,
-                    "ipam": {
-                        "type": "host-local",
-                        "ranges": [[{"subnet": self.pod_cidr, "gateway": self.pod_gateway}]],
-                        # through the node: Service ClusterIPs are off the pod subnet
-                        "routes": [{"dst": "0.0.0.0/0"}],
-                        "dataDir": str(self.root / "cni" / "ipam"),
-                    },
-                },
-                {"type": "portmap", "capabilities": {"portMappings": True}},
-            ],
-        }
-        (self.root / "cni" / "net.d" / "10-sup-test.conflist").write_text(json.dumps(conflist, indent=2))
+        (base / "config.toml").write_text(self.config.containerd_toml())
+        (self.config.cni_conf_dir / "10-sup-test.conflist").write_text(self.config.cni_conflist())
         process = self._spawn("containerd", ["containerd", "--config", str(base / "config.toml")])
 
         def up() -> bool:
@@ -511,115 +439,23 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
         return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
 
     def _start_control_plane(self) -> None:
-        apiserver_root = self.apiserver.root
-        controller_manager = self.root / "controller-manager.kubeconfig"
         self._spawn(
-            "kube-controller-manager",
-            [
-                str(self.binaries["kube-controller-manager"]),
-                f"--kubeconfig={controller_manager}",
-                f"--authentication-kubeconfig={controller_manager}",
-                f"--authorization-kubeconfig={controller_manager}",
-                "--use-service-account-credentials=true",
-                f"--service-account-private-key-file={apiserver_root / 'sa.key'}",
-                f"--root-ca-file={apiserver_root / 'ca.pem'}",
-                "--leader-elect=false",
-                "--bind-address=127.0.0.1",
-                f"--secure-port={free_port()}",
-                f"--cert-dir={self.root / 'controller-manager-certs'}",
-                f"--service-cluster-ip-range={SERVICE_CIDR}",
-                f"--flex-volume-plugin-dir={self.root / 'flexvolume'}",  # else /usr/libexec/kubernetes
-                "--v=0",
-            ],
+            "kube-controller-manager", self.config.controller_manager_argv(self.apiserver.root, free_port())
         )
-        scheduler = self.root / "scheduler.kubeconfig"
-        self._spawn(
-            "kube-scheduler",
-            [
-                str(self.binaries["kube-scheduler"]),
-                f"--kubeconfig={scheduler}",
-                f"--authentication-kubeconfig={scheduler}",
-                f"--authorization-kubeconfig={scheduler}",
-                "--leader-elect=false",
-                "--bind-address=127.0.0.1",
-                f"--secure-port={free_port()}",
-                f"--cert-dir={self.root / 'scheduler-certs'}",
-                "--v=0",
-            ],
-        )
+        self._spawn("kube-scheduler", self.config.scheduler_argv(free_port()))
 
     def _start_kubelet(self) -> None:
-        config = {
-            "apiVersion": "kubelet.config.k8s.io/v1beta1",
-            "kind": "KubeletConfiguration",
-            "address": self.node_ip,
-            "port": free_port(),
-            "readOnlyPort": 0,
-            "healthzPort": 0,
-            "authentication": {
-                "anonymous": {"enabled": False},
-                "webhook": {"enabled": True},
-                "x509": {"clientCAFile": str(self.apiserver.ca_file)},
-            },
-            "authorization": {"mode": "Webhook"},
-            "cgroupDriver": "cgroupfs",
-            "containerRuntimeEndpoint": f"unix://{self.containerd_socket}",
-            "failSwapOn": False,
-            # kubelet 1.36 refuses cgroup v1 unless told; this VM has cgroup v1
-            "failCgroupV1": False,
-            "podLogsDir": str(self.root / "pod-logs"),
-            "volumePluginDir": str(self.root / "kubelet-plugins"),
-            "evictionHard": {
-                "memory.available": "100Mi",
-                "nodefs.available": "1%",
-                "imagefs.available": "1%",
-                "nodefs.inodesFree": "1%",
-            },
-            # images are imported, never pulled: never garbage-collect them
-            "imageGCHighThresholdPercent": 100,
-            "imageGCLowThresholdPercent": 99,
-            # see __init__: how fast mounted ConfigMap/Secret updates reach pods
-            "syncFrequency": self.sync_frequency,
-            "serializeImagePulls": False,
-            "clusterDNS": [self.node_ip],
-            "clusterDomain": CLUSTER_DOMAIN,
-            "registerNode": True,
-        }
         path = self.root / "kubelet.yaml"
-        path.write_text(yaml.safe_dump(config))
-        self._spawn(
-            "kubelet",
-            [
-                str(self.binaries["kubelet"]),
-                f"--config={path}",
-                f"--kubeconfig={self.root / 'kubelet.kubeconfig'}",
-                f"--root-dir={self.root / 'kubelet'}",
-                f"--cert-dir={self.root / 'kubelet-certs'}",
-                f"--hostname-override={self.node_name}",
-                f"--node-ip={self.node_ip}",
-                "--v=0",
-            ],
-        )
+        path.write_text(self.config.kubelet_yaml(free_port(), self.apiserver.ca_file))
+        self._spawn("kubelet", self.config.kubelet_argv(path))
 
     def _start_coredns(self, timeout: float) -> None:
         """The cluster's DNS on the node's address, port 53 (a kubelet hands pods an address, no
         port): Services' and pods' names from the API server, any other name forwarded to the
         host's resolvers. No cache: a Service a test has just made resolves at once."""
         ready_port = free_port()
-        forward = "    forward . /etc/resolv.conf\n" if _host_nameservers() else ""
         corefile = self.root / "Corefile"
-        corefile.write_text(
-            ".:53 {\n"
-            f"    bind {self.node_ip}\n"
-            "    errors\n"
-            f"    ready 127.0.0.1:{ready_port}\n"
-            f"    kubernetes {CLUSTER_DOMAIN} in-addr.arpa ip6.arpa {{\n"
-            f"        kubeconfig {self.kubeconfig}\n"
-            "        fallthrough in-addr.arpa ip6.arpa\n"
-            "    }\n"
-            f"{forward}"
-            "}\n"
-        )
+        corefile.write_text(self.config.corefile(ready_port, forward=bool(_host_nameservers())))
         process = self._spawn("coredns", [str(self.binaries["coredns"]), "-conf", str(corefile)])
 
         def ready() -> bool:
@@ -633,22 +469,8 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
         self.wait_for(ready, "CoreDNS", timeout)
 
     def _start_kube_proxy(self) -> None:
-        config = {
-            "apiVersion": "kubeproxy.config.k8s.io/v1alpha1",
-            "kind": "KubeProxyConfiguration",
-            "mode": "iptables",
-            "clusterCIDR": self.pod_cidr,
-            "hostnameOverride": self.node_name,
-            "bindAddress": self.node_ip,
-            "metricsBindAddress": f"127.0.0.1:{free_port()}",
-            "healthzBindAddress": f"127.0.0.1:{free_port()}",
-            "clientConnection": {"kubeconfig": str(self.root / "kube-proxy.kubeconfig")},
-            "conntrack": {"maxPerCore": 0, "tcpEstablishedTimeout": "0s", "tcpCloseWaitTimeout": "0s"},
-            # NodePorts on 127.0.0.1 would need net.ipv4.conf.all.route_localnet=1
-            "iptables": {"localhostNodePorts": False},
-        }
         path = self.root / "kube-proxy.yaml"
-        path.write_text(yaml.safe_dump(config))
+        path.write_text(self.config.kube_proxy_yaml(free_port(), free_port()))
         self._spawn("kube-proxy", [str(self.binaries["kube-proxy"]), f"--config={path}", "--v=0"])
 
     def _node_ready(self) -> bool:
@@ -659,23 +481,9 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
         conditions = (node or {}).get("status", {}).get("conditions", [])
         return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
 
-    def _kube_router_argv(self) -> list[str]:
-        return [
-            str(self.binaries["kube-router"]),
-            f"--kubeconfig={self.kubeconfig}",
-            "--run-firewall=true",
-            "--run-router=false",
-            "--run-service-proxy=false",
-            "--enable-cni=false",
-            f"--hostname-override={self.node_name}",
-            "--health-port=0",
-            "--metrics-port=0",
-            f"--service-cluster-ip-range={SERVICE_CIDR}",
-        ]
-
     def _start_kube_router(self) -> None:
         """After the node is Ready: kube-router exits when it cannot find its node."""
-        process = self._spawn("kube-router", self._kube_router_argv())
+        process = self._spawn("kube-router", self.config.kube_router_argv())
 
         def syncing() -> bool:
             if process.poll() is not None:
@@ -721,7 +529,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
         for name in ("kube-router", "kube-proxy", "kubelet", "coredns"):
             stop_process(self.processes.get(name), timeout=10)
         if "kube-router" in self.processes:
-            self._cleanup("kube-router", [*self._kube_router_argv(), "--cleanup-config"])
+            self._cleanup("kube-router", [*self.config.kube_router_argv(), "--cleanup-config"])
         if "kube-proxy" in self.processes:
             self._cleanup("kube-proxy", [str(self.binaries["kube-proxy"]), "--cleanup"])
         if self._running("containerd"):

@@ -2,8 +2,8 @@
 
 mdb database, the memberof and refint overlays, and the schemas SUP needs: core, cosine,
 inetorgperson, rfc2307bis (Debian's gosa-schema) or nis (RFC 2307), and the two SUP ships in
-templates/ (openssh-lpk and sudo). TLS is on (a CA and a server certificate made here), on an
-ldaps:// port and for StartTLS on the ldap:// port.
+sup/targets/ldap/schema/ (openssh-lpk and sudo). TLS is on (a CA and a server certificate from
+tests/support/certs.py), on an ldaps:// port and for StartTLS on the ldap:// port.
 
 Accounts below the suffix `dc=sup,dc=test`:
 - the rootdn (no limits, bypasses ACLs) for fixtures and assertions;
@@ -17,8 +17,6 @@ Used by the tests (tests/ldap) and by bench/ldap_bench.py.
 from __future__ import annotations
 
 import contextlib
-import datetime
-import ipaddress
 import shutil
 import signal
 import socket
@@ -29,17 +27,14 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 from ldap3 import SAFE_SYNC, Connection, Server
 
+from tests.support.certs import write_server_tls
 from tests.support.ports import free_port
 from tests.support.processes import stop_process
 
 REPO = Path(__file__).resolve().parents[2]
-TEMPLATES = REPO / "templates"
+SUP_SCHEMAS = REPO / "sup" / "targets" / "ldap" / "schema"  # the schemas SUP ships (docs/ldap.md)
 SUFFIX = "dc=sup,dc=test"
 ROOT_DN = f"cn=admin,{SUFFIX}"
 ROOT_PASSWORD = "root-secret-7"
@@ -72,74 +67,14 @@ def _schema_files(schema: str) -> list[Path]:
         base / "cosine.schema",
         base / "inetorgperson.schema",
         posix,
-        TEMPLATES / "openssh-lpk.schema",
-        TEMPLATES / "sudo.schema",
+        SUP_SCHEMAS / "openssh-lpk.schema",
+        SUP_SCHEMAS / "sudo.schema",
     ]
     missing = [str(f) for f in files if not f.exists()]
     if missing:
         hint = " (apt-get install gosa-schema)" if str(RFC2307BIS_SCHEMA) in missing else ""
         raise SlapdUnavailable(f"LDAP schema files missing: {', '.join(missing)}{hint}")
     return files
-
-
-_CA_USAGE = x509.KeyUsage(
-    digital_signature=True,
-    content_commitment=False,
-    key_encipherment=False,
-    data_encipherment=False,
-    key_agreement=False,
-    key_cert_sign=True,
-    crl_sign=True,
-    encipher_only=False,
-    decipher_only=False,
-)
-
-
-def make_tls_files(directory: Path, host: str = "127.0.0.1") -> tuple[Path, Path, Path]:
-    """A CA and a server certificate for `host` signed by it: (ca.pem, server.pem, server.key)."""
-    now = datetime.datetime.now(datetime.UTC)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "SUP test CA")])
-    ca = (
-        x509.CertificateBuilder()
-        .subject_name(ca_name)
-        .issuer_name(ca_name)
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=2))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .add_extension(_CA_USAGE, critical=True)
-        .sign(ca_key, hashes.SHA256())
-    )
-    key = ec.generate_private_key(ec.SECP256R1())
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, host)]))
-        .issuer_name(ca_name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=2))
-        .add_extension(
-            x509.SubjectAlternativeName(
-                [x509.IPAddress(ipaddress.ip_address(host)), x509.DNSName("localhost")]
-            ),
-            critical=False,
-        )
-        .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .sign(ca_key, hashes.SHA256())
-    )
-    ca_file, cert_file, key_file = directory / "ca.pem", directory / "server.pem", directory / "server.key"
-    ca_file.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
-    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_file.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-        )
-    )
-    key_file.chmod(0o600)
-    return ca_file, cert_file, key_file
 
 
 class SlapdServer:
@@ -186,7 +121,7 @@ refint_attributes member
 
     def start(self) -> SlapdServer:
         (self.root / "data").mkdir(parents=True, exist_ok=True)
-        self.ca_file, _, _ = make_tls_files(self.root)
+        self.ca_file, _, _ = write_server_tls(self.root)
         conf = self.root / "slapd.conf"
         conf.write_text(self._config())
         self._log = self.log_path.open("wb")

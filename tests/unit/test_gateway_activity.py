@@ -1,5 +1,5 @@
 """The gateway's record of when its tunnels used each login pod, for the heartbeat's `used`
-(sup/gateway_server/activity.py): a short session between two heartbeats, and the close of a long
+(sup/gateway/activity.py): a short session between two heartbeats, and the close of a long
 one, reach SUP; what SUP did not accept is sent again; an open is told to SUP at once."""
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ import asyncssh
 import httpx
 
 from sup.config.gateway import GatewaySettings
-from sup.gateway_server import PodRoute, SupApi
-from sup.gateway_server.activity import Activity, in_use, used_body
-from sup.gateway_server.routes import Lookup, SupUnavailable
-from sup.gateway_server.server import Gateway
+from sup.gateway import PodRoute, SupApi
+from sup.gateway.activity import Activity, in_use, used_body
+from sup.gateway.routes import Lookup, SupUnavailable
+from sup.gateway.server import Gateway
 
 T0 = datetime(2026, 11, 24, 12, 0, tzinfo=UTC)
 ALICE = ("user", "alice")

@@ -8,7 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from sup.config.gateway import GatewaySettings
-from sup.gateway_server.limits import Admission, SourceLimits, Verdict, source_key
+from sup.gateway.limits import Admission, SourceLimits, Verdict, source_key
 
 FLOOD = "10.0.0.66"
 USER = "10.0.0.1"

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 
-from sup.domain.gateway import Route
-from sup.domain.gateway_idle import Heartbeat, IdleDecision, IdlePolicy, PodState, decide
+from sup.domain.login_pods import Route
+from sup.domain.login_sleep import Heartbeat, IdleDecision, IdlePolicy, PodState, decide
 
 NOW = datetime(2026, 11, 24, 12, 0, tzinfo=UTC)
 ALICE = Route("user", "alice")

@@ -1,4 +1,4 @@
-"""The gateway's poll of the idle reporters (sup/gateway_server/idle_poll.py), with httpx's mock
+"""The gateway's poll of the idle reporters (sup/gateway/idle_poll.py), with httpx's mock
 transport standing in for the pods (and a real HTTP server on 127.0.0.1 where the bytes on the wire
 matter): what counts as an answer, which pods are asked, and that a pod's listener cannot make the
 gateway read, or inflate, more than a number."""
@@ -13,9 +13,9 @@ import zlib
 import httpx
 import pytest
 
-from sup.domain.gateway import PodRoute
-from sup.gateway_server.idle_poll import IdlePoller, parse_count
-from sup.gateway_server.routes import SupUnavailable
+from sup.domain.login_pods import PodRoute
+from sup.gateway.idle_poll import IdlePoller, parse_count
+from sup.gateway.routes import SupUnavailable
 
 
 @pytest.mark.parametrize(

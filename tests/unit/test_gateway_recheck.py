@@ -8,10 +8,10 @@ from collections.abc import Callable
 
 import httpx
 
-from sup.domain.gateway import PodRoute
-from sup.gateway_server import NoRoute, PersonRoute, SupApi
-from sup.gateway_server.recheck import HeldTunnel, RouteRecheck
-from sup.gateway_server.routes import Lookup, SupUnavailable
+from sup.domain.login_pods import PodRoute
+from sup.gateway import NoRoute, PersonRoute, SupApi
+from sup.gateway.recheck import HeldTunnel, RouteRecheck
+from sup.gateway.routes import Lookup, SupUnavailable
 
 
 def _route(*pods: str) -> PersonRoute:

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from sup.domain.gateway import (
+from sup.domain.login_pods import (
     Access,
     GatewayPerson,
     Refusal,

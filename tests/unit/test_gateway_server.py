@@ -14,10 +14,10 @@ import pytest
 from pydantic import ValidationError
 
 from sup.config.gateway import GatewaySettings
-from sup.gateway_server import NoRoute, PersonRoute, PodRoute, SupApi, template_address
-from sup.gateway_server.limits import Admission, EventBudget, SessionCounts, Verdict
-from sup.gateway_server.routes import Lookup, RouteCache, SupUnavailable, parse_route
-from sup.gateway_server.texts import did_not_start, help_text, no_such_pod, printable
+from sup.gateway import NoRoute, PersonRoute, PodRoute, SupApi, template_address
+from sup.gateway.limits import Admission, EventBudget, SessionCounts, Verdict
+from sup.gateway.routes import Lookup, RouteCache, SupUnavailable, parse_route
+from sup.gateway.texts import did_not_start, help_text, no_such_pod, printable
 
 POD = {
     "name": "login",

@@ -3,7 +3,8 @@ shared login pod (the official `kubernetes` client, server-side apply).
 
 target.py   KubeTarget: observe / diff / apply / close
 names.py    DNS-1123 names and SUP's labels for any POSIX user or group name
-render.py   Jinja2 templates (templates/kube/*.yaml.j2) -> manifests (pure)
+render.py   Jinja2 templates (templates/*.yaml.j2 here) -> manifests (pure)
+template_values.py  what a template may read, typed: the templates' interface (pure)
 login_files.py  a login pod's passwd, group and keys files (its ConfigMap's data; pure)
 pods.py     login pods stuck on an outdated template: which to read, which to replace (pure)
 model.py    the values passed between them: wanted and observed objects

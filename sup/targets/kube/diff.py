@@ -35,7 +35,7 @@ from dataclasses import replace
 from typing import Any
 
 from sup.domain.desired import DesiredState, DesiredUser
-from sup.domain.gateway import Route
+from sup.domain.login_pods import Route, login_pods
 from sup.targets.base import CREATE, DELETE, REPORT, UPDATE, Change
 from sup.targets.kube import names
 from sup.targets.kube.drift import differences
@@ -82,11 +82,20 @@ def plan(
     renderer: Renderer,
     settings: KubeSettings,
     now: datetime.datetime,
+    *,
+    include_group_pods: bool = True,
 ) -> list[KubeChange]:
+    """`include_group_pods`: False in a pass scoped to some users (target.py), which read only their
+    objects: a group pod's were not read, so planning it would create what exists, and one whose
+    members' pods it does not involve (spec.py, `can_scope`) is left to the next full pass."""
     changes: list[KubeChange] = []
     refused: set[tuple[str, str]] = set()
-    logins = _login_users(desired, settings)
-    wanted = _wanted(desired, logins, observed, renderer, settings, changes, refused)
+    group_pods = settings.group_pods if include_group_pods else []
+    pods = login_pods(desired, settings.login_groups, group_pods)
+    # For this target an active user without an own pod (outside `login_groups`) is as one
+    # suspended: no login objects, the home claim kept as `pvc_retention` says.
+    logins = frozenset(pod.name for pod in pods if pod.kind == "user")
+    wanted = _wanted(desired, pods, group_pods, observed, renderer, settings, changes, refused)
     _shared_claim_missing(observed, renderer, changes, refused)
     blocked = _blocked(wanted, observed, settings.namespace, changes, refused)
     for key, item in wanted.items():
@@ -147,21 +156,24 @@ def _order(change: KubeChange) -> tuple[int, int, str, str]:
 
 def _wanted(
     desired: DesiredState,
-    logins: set[str],
+    pods: frozenset[Route],
+    group_pods: list[str],
     observed: Observed,
     renderer: Renderer,
     settings: KubeSettings,
     changes: list[KubeChange],
     refused: set[tuple[str, str]],
 ) -> dict[tuple[str, str], Wanted]:
-    """`refused`: gets the keys of login ConfigMaps SUP will not write (their workloads wait)."""
+    """`pods`: the login pods SUP keeps (`sup.domain.login_pods.login_pods`); `group_pods`: the
+    groups whose shared pods to plan; `refused`: gets the keys of login ConfigMaps SUP will not write
+    (their workloads wait)."""
     items: list[Wanted] = []
     shared = renderer.shared_claim is not None
     claims = {} if shared else assign_claims(desired.users, observed)
     directory = Directory(desired)
     for name in sorted(desired.users):
         user = desired.users[name]
-        if user.active and name in logins:
+        if Route("user", name) in pods:
             if not renderer.mountable(user):
                 _unmountable(user, settings, changes, refused)
                 continue
@@ -176,9 +188,9 @@ def _wanted(
             owner = names.Owner("user", user.username)
             files = directory.files([user])
             items.extend(_login_config(owner, files, observed, renderer, changes, refused))
-    for group_name in settings.group_pods:
+    for group_name in group_pods:
         group = desired.groups.get(group_name)
-        if group is None:
+        if group is None or Route("group", group_name) not in pods:
             reason = (
                 f"group {group_name} in kube.group_pods is not a group SUP provisions; it gets no login pod"
             )
@@ -260,20 +272,6 @@ def _unmountable(
     error = f"{_home_error(user, settings)}; SUP writes no login pod for them"
     changes.append(Change(TARGET, REPORT, WORKLOAD, owner.login, NotWritten(error), user.username))
     refused.update(login_keys(owner))
-
-
-def _login_users(desired: DesiredState, settings: KubeSettings) -> set[str]:
-    """Who gets a home and a login pod: every user, or with `login_groups` their members only. For
-    this target an active user outside them is as one suspended: no login objects, the home claim
-    kept as `pvc_retention` says."""
-    if not settings.login_groups:
-        return set(desired.users)
-    return {
-        member
-        for name in settings.login_groups
-        if (group := desired.groups.get(name)) is not None
-        for member in group.members
-    }
 
 
 def _login_config(
@@ -525,7 +523,7 @@ def parse_time(text: str) -> datetime.datetime | None:
     return moment.replace(tzinfo=datetime.UTC)
 
 
-def _claim_kept(have: ObservedObject, owner: DesiredUser | None, logins: set[str]) -> list[KubeChange]:
+def _claim_kept(have: ObservedObject, owner: DesiredUser | None, logins: frozenset[str]) -> list[KubeChange]:
     """The shared home mode never marks, retires or deletes a home claim: it holds a person's files
     from the claim mode, which only a person may move to the shared home. Its active owner's claim
     is reported (a reminder); the others are left as they are."""

@@ -1,14 +1,15 @@
 """Jinja2 templates -> manifests: the objects the desired state calls for (pure).
 
-Templates live in templates/kube/ (or sup/_templates/kube/ in an installed wheel); a file of the same
-name in `kube.templates_dir` replaces the shipped one. Every value a template interpolates goes
-through `tojson`, so no name, path or setting can change the document's structure. The shipped
-templates are JSON (also valid YAML) because it parses ten times faster; overrides may be any YAML.
-After rendering, SUP sets what it relies on, whatever the template says: the name, the labels that
-observe selects on, the annotation naming the owner, and for login workloads the selector and pod
-labels that the Service and NetworkPolicy select. A template that fails, does not parse, or renders
-another kind is a TemplateError naming the file: the pass stops for this target and nothing is
-written.
+The shipped templates live beside this module (sup/targets/kube/templates/, package data of the
+wheel); a file of the same name in `kube.templates_dir` replaces the shipped one. Every value a
+template interpolates goes through `tojson`, so no name, path or setting can change the document's
+structure. The shipped templates are JSON (also valid YAML) because it parses ten times faster;
+overrides may be any YAML. What a template may read is typed: template_values.py, the templates'
+interface. After rendering, SUP sets what it relies on, whatever the template says: the name, the
+labels that observe selects on, the annotation naming the owner, and for login workloads the
+selector and pod labels that the Service and NetworkPolicy select. A template that fails, does not
+parse, or renders another kind is a TemplateError naming the file: the pass stops for this target
+and nothing is written.
 """
 
 from __future__ import annotations
@@ -28,8 +29,19 @@ from sup.targets.kube.login_files import LoginFiles
 from sup.targets.kube.model import LOGIN_CONFIG, NETWORK_POLICY, PVC, SERVICE, WORKLOAD, Manifest, Wanted
 from sup.targets.kube.settings import KubeSettings
 from sup.targets.kube.shared_homes import subpath
-from sup.targets.kube.values import inside
-from sup.targets.templates import templates_dir
+from sup.targets.kube.template_values import (
+    GroupName,
+    GroupValues,
+    Member,
+    NetworkBlocks,
+    ObjectNames,
+    OwnerValues,
+    Person,
+    TemplateContext,
+    TemplateSettings,
+    UserValues,
+    template_json,
+)
 
 HOME_PVC = "home-pvc.yaml.j2"
 USER_WORKLOAD = "user-statefulset.yaml.j2"
@@ -52,7 +64,8 @@ class TemplateError(Exception):
 
 
 def shipped_templates() -> Path:
-    return templates_dir() / "kube"
+    """The directory of the shipped templates, inside the package (a wheel installs it alongside)."""
+    return Path(__file__).resolve().parent / "templates"
 
 
 class Renderer:
@@ -70,10 +83,12 @@ class Renderer:
             keep_trailing_newline=True,
         )
         self.environment.filters["pull_secret"] = lambda name: {"name": name}
+        # `| tojson` of a typed value (template_values.py) writes the JSON it stands for
+        self.environment.policies["json.dumps_kwargs"] = {"sort_keys": True, "default": template_json}
         self.settings = settings
         self.namespace = settings.namespace
-        self.values = _template_settings(settings)
-        self.network = _network(settings)
+        self.values = TemplateSettings.of(settings)
+        self.network = NetworkBlocks.of(settings)
         self.fingerprint = _fingerprint(settings, search)
         # the site's claim that every login pod mounts a directory of (home_mode shared), else None
         self.shared_claim = settings.shared_home_claim if settings.home_mode == "shared" else None
@@ -112,8 +127,8 @@ class Renderer:
         """The user's home claim, named `claim` (homes.py; by default the one named by their uid)."""
         owner = names.Owner("user", user.username)
         claim = claim or names.home_claim(user.uid_number)
-        extra = {"user": _user_context(user)}
-        return self._render(PVC, HOME_PVC, owner, extra, names.HOME, claim=claim, uid=user.uid_number)
+        subject = UserValues(Person.of(user))
+        return self._render(PVC, HOME_PVC, owner, subject, names.HOME, claim=claim, uid=user.uid_number)
 
     def user_login(
         self,
@@ -130,12 +145,14 @@ class Renderer:
         reporter's port when pods may sleep (env SUP_IDLE_PORT, the Service's `idle` port)."""
         owner = names.Owner("user", user.username)
         claim = self.shared_claim or claim or names.home_claim(user.uid_number)
-        person = {**_user_context(user, groups), "home_sub_path": self.sub_path(user)}
-        context = {"user": person, "idle_port": idle_port}
+        subject = UserValues(Person.of(user, groups, self.sub_path(user)))
+        component = names.LOGIN
         return [
-            self._render(NETWORK_POLICY, NETWORK_POLICY_TEMPLATE, owner, context, names.LOGIN, claim=claim),
-            self._render(SERVICE, SERVICE_TEMPLATE, owner, context, names.LOGIN, claim=claim),
-            self._render(WORKLOAD, USER_WORKLOAD, owner, context, names.LOGIN, claim=claim, asleep=asleep),
+            self._render(
+                NETWORK_POLICY, NETWORK_POLICY_TEMPLATE, owner, subject, component, claim, idle_port
+            ),
+            self._render(SERVICE, SERVICE_TEMPLATE, owner, subject, component, claim, idle_port),
+            self._render(WORKLOAD, USER_WORKLOAD, owner, subject, component, claim, idle_port, asleep=asleep),
         ]
 
     def group_login(
@@ -156,23 +173,20 @@ class Renderer:
         people = sorted(members, key=lambda m: m.username)
         if self.shared_claim is not None:  # only members whose home has a place in the volume
             people = [m for m in people if self.mountable(m)]
-        context = {
-            "idle_port": idle_port,
-            "group": {"name": group.name, "gid_number": group.gid_number},
-            "shared_claim": self.shared_claim,
-            "members": [
-                {
-                    **_user_context(m),
-                    "claim": self.shared_claim or claims.get(m.uid_number) or names.home_claim(m.uid_number),
-                    "home_sub_path": self.sub_path(m),
-                }
-                for m in people
-            ],
-        }
+        listed = tuple(
+            Member.of_member(
+                m,
+                claim=self.shared_claim or claims.get(m.uid_number) or names.home_claim(m.uid_number),
+                home_sub_path=self.sub_path(m),
+            )
+            for m in people
+        )
+        subject = GroupValues(GroupName.of(group), listed, self.shared_claim)
+        component = names.GROUP_LOGIN
         return [
-            self._render(NETWORK_POLICY, NETWORK_POLICY_TEMPLATE, owner, context, names.GROUP_LOGIN),
-            self._render(SERVICE, SERVICE_TEMPLATE, owner, context, names.GROUP_LOGIN),
-            self._render(WORKLOAD, GROUP_WORKLOAD, owner, context, names.GROUP_LOGIN, asleep=asleep),
+            self._render(NETWORK_POLICY, NETWORK_POLICY_TEMPLATE, owner, subject, component, "", idle_port),
+            self._render(SERVICE, SERVICE_TEMPLATE, owner, subject, component, "", idle_port),
+            self._render(WORKLOAD, GROUP_WORKLOAD, owner, subject, component, "", idle_port, asleep=asleep),
         ]
 
     def login_config(self, owner: names.Owner, files: LoginFiles) -> Wanted:
@@ -198,28 +212,29 @@ class Renderer:
         kind: str,
         template: str,
         owner: names.Owner,
-        extra: Mapping[str, Any],
+        subject: UserValues | GroupValues,
         component: str,
-        *,
         claim: str = "",
+        idle_port: int | None = None,
+        *,
         uid: int | None = None,
         asleep: bool = False,
     ) -> Wanted:
         """`asleep`: a login StatefulSet of a pod that sleeps gets no replica; an awake one keeps the
         template's (1). Only `replicas` changes: the pod template, and so the pod woken later, is
         the same."""
-        context = {
-            "namespace": self.namespace,
-            "owner": {"kind": owner.kind, "name": owner.name, "key": owner.key},
-            "names": {"home": claim or owner.legacy_home, "login": owner.login, "key": owner.key},
-            "pod_labels": owner.pod_labels(),
-            "settings": self.values,
-            "network": self.network,
-            "idle_port": None,
-            **extra,
-        }
+        context = TemplateContext(
+            namespace=self.namespace,
+            owner=OwnerValues.of(owner),
+            names=ObjectNames(home=claim or owner.legacy_home, login=owner.login, key=owner.key),
+            pod_labels=owner.pod_labels(),
+            settings=self.values,
+            network=self.network,
+            idle_port=idle_port,
+            subject=subject,
+        )
         try:
-            text = self.environment.get_template(template).render(context)
+            text = self.environment.get_template(template).render(context.variables())
         except jinja2.TemplateError as exc:
             where = (
                 f"{template}, line {exc.lineno}" if isinstance(exc, jinja2.TemplateSyntaxError) else template
@@ -242,7 +257,7 @@ class Renderer:
             manifest.setdefault("spec", {})["replicas"] = 0
         _own(manifest, kind, owner, component, self.namespace, claim, uid)
         if kind == WORKLOAD and self.shared_claim is not None:
-            _check_shared_mounts(template, manifest, self.shared_claim, extra)
+            _check_shared_mounts(template, manifest, self.shared_claim, subject.people)
         return Wanted.rendered(kind, owner, manifest, claim=claim if kind == PVC else "")
 
 
@@ -263,55 +278,6 @@ def _parse(text: str) -> Any:
         return json.loads(text)
     except ValueError:
         return yaml.load(text, Loader=_Loader)  # noqa: S506 - a safe loader
-
-
-def _user_context(user: DesiredUser, groups: tuple[int, ...] = ()) -> dict[str, Any]:
-    return {
-        "username": user.username,
-        "uid_number": user.uid_number,
-        "gid_number": user.gid_number,
-        "home_directory": user.home_directory,
-        "login_shell": user.login_shell,
-        "supplemental_gids": list(groups),
-    }
-
-
-def _template_settings(settings: KubeSettings) -> dict[str, Any]:
-    values = settings.model_dump(mode="json")
-    values["cpu_request"] = settings.cpu_request or settings.cpu
-    values["memory_request"] = settings.memory_request or settings.memory
-    return values
-
-
-def ip_blocks(cidrs: Iterable[str], blocked: Iterable[str]) -> list[dict[str, Any]]:
-    """NetworkPolicy ipBlocks for `cidrs`, each with the blocked networks inside it as `except`."""
-    blocked = list(blocked)
-    result: list[dict[str, Any]] = []
-    for cidr in cidrs:
-        block: dict[str, Any] = {"cidr": cidr}
-        carved = [b for b in blocked if inside(b, cidr)]
-        if carved:
-            block["except"] = carved
-        result.append(block)
-    return result
-
-
-def _network(settings: KubeSettings) -> dict[str, Any]:
-    """ipBlocks for each CIDR setting; `srun_sources` (slurmctld and slurmd, which connect back to
-    srun) only with a `srun_port_range`, which is `srun_ports` ({port, end_port}, or None)."""
-    blocked = settings.blocked_cidrs
-    ports = settings.srun_ports
-    callers = list(dict.fromkeys(settings.slurmctld_cidrs + settings.slurmd_cidrs)) if ports else []
-    return {
-        "ssh_sources": ip_blocks(settings.ssh_sources, blocked),
-        "dns": ip_blocks(settings.dns_cidrs, blocked),
-        "ldap": ip_blocks(settings.ldap_cidrs, blocked),
-        "slurmctld": ip_blocks(settings.slurmctld_cidrs, blocked),
-        "slurmd": ip_blocks(settings.slurmd_cidrs, blocked),
-        "srun_sources": ip_blocks(callers, blocked),
-        "srun_ports": {"port": ports[0], "end_port": ports[1]} if ports else None,
-        "egress": ip_blocks(settings.egress_cidrs, list(dict.fromkeys([*blocked, *settings.cluster_cidrs]))),
-    }
 
 
 def _prune(value: Any) -> Any:
@@ -355,13 +321,12 @@ def _own(
         template_meta["labels"] = {**(template_meta.get("labels") or {}), **pod_labels}
 
 
-def _check_shared_mounts(template: str, manifest: Manifest, claim: str, context: Mapping[str, Any]) -> None:
+def _check_shared_mounts(template: str, manifest: Manifest, claim: str, people: Iterable[Person]) -> None:
     """A login pod of the shared home mode sees its people's directories of the shared claim and
     nothing else of it, whatever an operator's template says: every mount of the claim has the
     subPath of one of the pod's people (never the whole volume, never subPathExpr), and the pod
     sets no fsGroup (the kubelet would re-own the whole volume, everyone's homes, to that group)."""
-    people = [context["user"]] if "user" in context else list(context.get("members") or [])
-    allowed = {person["home_sub_path"] for person in people}
+    allowed = {person.home_sub_path for person in people}
     pod = manifest.get("spec", {}).get("template", {}).get("spec", {})
     if "fsGroup" in (pod.get("securityContext") or {}):
         raise TemplateError(

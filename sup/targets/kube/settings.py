@@ -31,14 +31,56 @@ DEFAULT_MUNGE_UID = 994
 class KubeSettings(Section):
     """The Kubernetes target (settings key `kube`): per user a home PersistentVolumeClaim and a login
     StatefulSet (one sshd pod) with its Service and NetworkPolicy, all in `namespace`; per group named
-    in `group_pods`, a shared login pod. Rendered from templates/kube/*.yaml.j2 (`templates_dir`
+    in `group_pods`, a shared login pod. Rendered from the shipped templates (`templates_dir`
     overrides them file by file). Objects carry `app.kubernetes.io/managed-by: sup`; SUP never writes
-    an object without it.
+    an object without it. docs/kubernetes.md.
+
+    - `namespace` should not be the namespace SUP itself runs in: SUP may create StatefulSets there,
+      whose pods could mount SUP's own Secrets (the Helm chart refuses it; SECURITY.md, "What SUP can
+      do to the cluster"). Sizes and CPU/memory are Kubernetes quantities (`8Gi`, `500m`); CIDRs must
+      have their host bits zero (`10.1.0.0/16`, not `10.1.0.1/16`). An allowed egress CIDR that
+      equals (or lies inside) a blocked one is refused: the blocked address could not be carved out
+      of it. `cpu_request` and `memory_request` may not exceed `cpu` and `memory`. In the environment,
+      lists and maps are JSON: `SUP_KUBE__SSH_SOURCES='["203.0.113.0/24"]'`,
+      `SUP_KUBE__NODE_SELECTOR='{"pool": "login"}'`.
+    - `watch` (default true; `SUP_KUBE__WATCH=false` turns it off): a long-running `sup serve` keeps
+      the namespace's objects of SUP's kinds in a cache fed by watches (with bookmarks), seeded by the
+      lists of its second full pass, and later full passes read the cache instead of listing. A pass
+      uses it only when every watch is live and shows SUP's own last writes (waiting at most 2 s),
+      else it lists as before and reseeds it; a watch that breaks (410 Gone, a dropped connection)
+      relists by itself with a backoff. A one-shot `sup reconcile` never starts watches. Needs the
+      `watch` verb on the five kinds (the chart's Role grants it). docs/architecture.md, "The
+      Kubernetes watch cache".
+    - Forwarding in login pods (user and group pods alike; docs/login-pods.md, "Forwarding", has the
+      reasons): `ssh_tcp_forwarding` (default `local`: `ssh -L` and `-D` to what the pod may reach, no
+      `ssh -R`, which would make the pod listen for the person's machine) and `ssh_agent_forwarding`
+      (default true: `ssh -A`, for git with one's own key). They reach sshd as
+      `SUP_SSH_ALLOW_TCP_FORWARDING` / `SUP_SSH_ALLOW_AGENT_FORWARDING` in the pod; a login image
+      older than them keeps OpenSSH's defaults (both on). Changing either restarts every login pod
+      once (the pod template changes), and so does the upgrade that introduces them. An unquoted YAML
+      `no` is read as the word `no`.
+    - Changing `field_manager` makes SUP treat the objects it created as somebody else's (it reports
+      their names as taken and leaves them alone): keep it stable.
+    - Slurm in login pods: `slurm_config_map` and `munge_key_secret` go together (Slurm's commands
+      authenticate with munge); both name objects the site creates in `namespace` (SUP never writes
+      them): `kubectl -n NS create configmap slurm-config --from-file=slurm.conf` and `kubectl -n NS
+      create secret generic munge-key --from-file=munge.key=/etc/munge/munge.key`. Names are RFC 1123
+      subdomains. `munge_uid` (default 994, a system uid) may not lie in a uid range SUP gives people.
+      `slurmd_cidrs` needs `srun_port_range` (`LOW-HIGH`, within 1024-65535), and slurm.conf must say
+      `SrunPortRange=LOW-HIGH` too: srun listens on those ports, and slurmctld and the nodes' slurmd
+      connect to them (the NetworkPolicy admits exactly those sources on exactly those ports; its
+      `endPort` needs a NetworkPolicy implementation that supports port ranges, as kube-router, Calico
+      and Cilium do).
     """
 
-    namespace: str = Field(description="where the per-user objects live (RFC 1123 label)")
+    namespace: str = Field(
+        description="where every per-user and per-group object lives (an RFC 1123 label)",
+        examples=["research"],
+    )
     kubeconfig: str | None = Field(
-        None, description="kubeconfig file; absent: the in-cluster service account (running in a pod)"
+        None,
+        description="kubeconfig file; absent: the pod's service account (SUP running in the cluster)",
+        examples=["/etc/sup/kubeconfig"],
     )
     context: str | None = Field(None, description="kubeconfig context; default: its current context")
     field_manager: str = Field(
@@ -46,11 +88,21 @@ class KubeSettings(Section):
         description="server-side apply field manager; SUP owns exactly the fields it applies under it",
     )  # fmt: skip
     templates_dir: str | None = Field(
-        None, description="a directory whose *.yaml.j2 files replace the shipped ones of the same name"
+        None,
+        description="a directory whose *.yaml.j2 files replace the shipped templates of the same name, "
+        "file by file",
     )
-    home_size: str = Field("10Gi", description="home volume size; a larger value grows existing claims")
-    home_storage_class: str | None = Field(None, description="default: the cluster's default class")
-    home_access_mode: Literal["ReadWriteOnce", "ReadWriteOncePod", "ReadWriteMany"] = "ReadWriteOnce"
+    home_size: str = Field(
+        "10Gi",
+        description="home volume size; a larger value grows existing (bound) claims, a smaller one never "
+        "shrinks them",
+    )
+    home_storage_class: str | None = Field(
+        None, description="StorageClass of home claims; default: the cluster's default StorageClass"
+    )
+    home_access_mode: Literal["ReadWriteOnce", "ReadWriteOncePod", "ReadWriteMany"] = Field(
+        "ReadWriteOnce", description="access mode of home claims"
+    )
     home_mode: Literal["claim", "shared"] = Field(
         "claim",
         description="claim: a PersistentVolumeClaim per person (home_size, home_storage_class, "
@@ -73,20 +125,31 @@ class KubeSettings(Section):
     pvc_retention: str = Field(
         "keep",
         description="how long a home claim outlives its user's deactivation or removal: 'keep' (for "
-        "ever) or a duration such as 30d, 12h, 0s",
+        "ever) or a duration such as 30d, 12h, 0s. Homes are named by uid (home-u10001) and survive "
+        "renames; a claim whose uid is active is never retired",
     )
     image: str = Field(
         "localhost/sup-login:0.1.0",
         description="login image (docs/images.md, 'The login image'): scripts/build-images makes this one; a "
         "site pushes it to its registry and sets the name it has there",
     )
-    image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = "IfNotPresent"
+    image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = Field(
+        "IfNotPresent", description="imagePullPolicy of login pods"
+    )
     image_pull_secrets: list[str] = Field(default_factory=list, description="names of Secrets in namespace")
     cpu: str = Field("4", description="CPU limit of a login pod")
     memory: str = Field("8Gi", description="memory limit of a login pod")
-    cpu_request: str | None = Field(None, description="default: equal to cpu")
-    memory_request: str | None = Field(None, description="default: equal to memory")
-    node_selector: dict[str, str] = Field(default_factory=dict)
+    cpu_request: str | None = Field(
+        None, description="CPU request of a login pod, at most cpu; default: equal to cpu"
+    )
+    memory_request: str | None = Field(
+        None, description="memory request of a login pod, at most memory; default: equal to memory"
+    )
+    node_selector: dict[str, str] = Field(
+        default_factory=dict,
+        description="nodeSelector of login pods",
+        examples=[{"node.kubernetes.io/role": "login"}],
+    )
     ssh_port: int = Field(
         2222,
         ge=1024,
@@ -97,38 +160,53 @@ class KubeSettings(Section):
         "local",
         description="sshd's AllowTcpForwarding in login pods: local lets a person forward from their "
         "machine to what their pod may reach (ssh -L, -D), not make the pod listen for them (ssh -R); "
-        "docs/login-pods.md, 'Forwarding'",
+        "remote: only ssh -R; yes: both; no: neither. docs/login-pods.md, 'Forwarding'",
     )
     ssh_agent_forwarding: bool = Field(
         True,
         description="sshd's AllowAgentForwarding in login pods (ssh -A: git with the person's own key)",
     )
-    service_type: Literal["ClusterIP", "NodePort", "LoadBalancer"] = "ClusterIP"
-    service_port: int = Field(22, ge=1, le=65535)
+    service_type: Literal["ClusterIP", "NodePort", "LoadBalancer"] = Field(
+        "ClusterIP",
+        description="type of a login pod's Service (LoadBalancer: with externalTrafficPolicy Local)",
+    )
+    service_port: int = Field(22, ge=1, le=65535, description="the ssh port of a login pod's Service")
     ssh_sources: list[str] = Field(
         default_factory=list, description="CIDRs allowed to reach sshd; empty: no ssh ingress at all"
     )
-    dns_namespace: str = Field("kube-system", description="namespace of the cluster DNS pods")
-    dns_pod_labels: dict[str, str] = Field(default_factory=lambda: {"k8s-app": "kube-dns"})
-    dns_cidrs: list[str] = Field(default_factory=list, description="extra DNS servers, e.g. node-local DNS")
+    dns_namespace: str = Field(
+        "kube-system", description="namespace of the cluster DNS pods the login pods may query"
+    )
+    dns_pod_labels: dict[str, str] = Field(
+        default_factory=lambda: {"k8s-app": "kube-dns"}, description="labels of those DNS pods"
+    )
+    dns_cidrs: list[str] = Field(
+        default_factory=list,
+        description="other DNS servers login pods may query, such as node-local DNS",
+        examples=[["169.254.20.10/32"]],
+    )
     ldap_cidrs: list[str] = Field(
         default_factory=list,
         description="LDAP servers a login pod may reach (none by default: login pods read SUP's "
         "libnss-cache maps, not LDAP; set only for software of the site's that queries LDAP)",
     )
-    ldap_ports: list[int] = Field(default_factory=lambda: [389, 636])
-    slurmctld_cidrs: list[str] = Field(default_factory=list, description="the Slurm controller(s)")
-    slurmctld_ports: list[int] = Field(default_factory=lambda: [6817])
+    ldap_ports: list[int] = Field(default_factory=lambda: [389, 636], description="ports of ldap_cidrs")
+    slurmctld_cidrs: list[str] = Field(
+        default_factory=list, description="the Slurm controller(s) login pods may reach"
+    )
+    slurmctld_ports: list[int] = Field(default_factory=lambda: [6817], description="ports of slurmctld_cidrs")
     slurmd_cidrs: list[str] = Field(
         default_factory=list,
         description="the compute nodes' slurmd: srun in a login pod connects to them, and they connect "
         "back to srun on srun_port_range",
     )
-    slurmd_ports: list[int] = Field(default_factory=lambda: [6818])
+    slurmd_ports: list[int] = Field(default_factory=lambda: [6818], description="ports of slurmd_cidrs")
     srun_port_range: str | None = Field(
         None,
-        description="ports srun listens on in a login pod (e.g. 60001-63000; set the same SrunPortRange "
-        "in slurm.conf): slurmctld and slurmd may connect to them; required with slurmd_cidrs",
+        description="ports srun listens on in a login pod, LOW-HIGH within 1024-65535 (set the same "
+        "SrunPortRange in slurm.conf): slurmctld and slurmd may connect to them; required with "
+        "slurmd_cidrs",
+        examples=["60001-63000"],
     )
     slurm_config_map: str | None = Field(
         None, description="a ConfigMap in namespace (key slurm.conf) mounted read-only at /etc/slurm"
@@ -142,12 +220,13 @@ class KubeSettings(Section):
         DEFAULT_MUNGE_UID,
         ge=1,
         le=2147483647,
-        description="uid and gid munged runs as in the munge sidecar: not root, not a uid SUP gives people",
+        description="uid and gid munged runs as in the munge sidecar: not root, and outside the uid "
+        "ranges SUP gives people (ids.uid_range, ids.supplied_uid_ranges)",
     )
     egress_cidrs: list[str] = Field(
         default_factory=list,
-        description="other destinations, every port; must not overlap cluster_cidrs, except that a "
-        "cluster range strictly inside one (0.0.0.0/0 for the internet) is carved out of it",
+        description="anything else login pods may reach, every port; must not overlap cluster_cidrs, "
+        "except that a cluster range strictly inside one (0.0.0.0/0 for the internet) is carved out of it",
     )
     cluster_cidrs: list[str] = Field(
         default_factory=list,
@@ -178,7 +257,7 @@ class KubeSettings(Section):
     watch: bool = Field(
         True,
         description="a long-running process keeps the namespace's objects in a cache fed by watches, "
-        "so a full pass that can trust it does not list them (watch.py); false: every pass lists",
+        "so a full pass that can trust it does not list them; false: every pass lists",
     )
 
     @field_validator("ssh_tcp_forwarding", mode="before")

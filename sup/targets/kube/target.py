@@ -45,13 +45,13 @@ class KubeTarget:
     def diff(self, desired: DesiredState, observed: Observed, scope: Scope | None = None) -> list[KubeChange]:
         """With a scope: the scope's users' objects only; the others, and the group pods, are not
         looked at (and so never deleted); the scheduled full pass covers them."""
-        settings = self.settings
         if scope is not None:
             users = {name: user for name, user in desired.users.items() if name in scope.users}
             desired = replace(desired, users=users)
-            settings = settings.model_copy(update={"group_pods": []})
         try:
-            return plan(desired, observed, self.renderer, settings, self.now())
+            return plan(
+                desired, observed, self.renderer, self.settings, self.now(), include_group_pods=scope is None
+            )
         except TemplateError as exc:
             raise TargetError(str(exc), terminal=True) from None
 

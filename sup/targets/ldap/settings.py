@@ -15,19 +15,31 @@ from sup.targets.ldap.dn import InvalidDn, is_under, normalize
 class LdapSettings(Section):
     """The LDAP target (settings key `ldap`): where SUP writes, what it owns there, how it connects.
 
-    SUP owns everything below `users_dn`, `groups_dn` and `sudoers_dn` (they must lie below
-    `base_dn` and not inside one another); everything else in the directory is only read, to find
-    uid, uidNumber, group name and gidNumber collisions.
+    SUP owns everything below `users_dn`, `groups_dn` and `sudoers_dn`: they must lie below
+    `base_dn`, and none inside another, since SUP deletes what it does not know below them (unless
+    `unknown_entries: report`), so they must be its own. Everything else in the directory is only
+    read, to find uid, uidNumber, group name and gidNumber collisions. docs/ldap.md.
     """
 
-    url: str = Field(description="ldap://host[:port] or ldaps://host[:port]")
-    bind_dn: str
-    bind_password: SecretStr
-    base_dn: str
-    schema_: Literal["rfc2307bis", "rfc2307"] = Field("rfc2307bis", alias="schema")
-    users_dn: str | None = Field(None, description="default ou=people,BASE")
-    groups_dn: str | None = Field(None, description="default ou=groups,BASE")
-    sudoers_dn: str | None = Field(None, description="default ou=SUDOers,BASE")
+    url: str = Field(
+        description="ldap://HOST[:PORT] or ldaps://HOST[:PORT]", examples=["ldaps://ldap.example.org"]
+    )
+    bind_dn: str = Field(
+        description="who SUP binds as: writes SUP's OUs, reads below base_dn, with no size limit",
+        examples=["cn=sup,ou=services,dc=example,dc=org"],
+    )
+    bind_password: SecretStr = Field(description="bind_dn's password")
+    base_dn: str = Field(
+        description="the directory's base: SUP reads below it for collisions", examples=["dc=example,dc=org"]
+    )
+    schema_: Literal["rfc2307bis", "rfc2307"] = Field(
+        "rfc2307bis",
+        alias="schema",
+        description="rfc2307bis: groups hold their members' DNs (member); rfc2307: their names (memberUid)",
+    )
+    users_dn: str | None = Field(None, description="the OU of people's entries; default ou=people,BASE")
+    groups_dn: str | None = Field(None, description="the OU of groups' entries; default ou=groups,BASE")
+    sudoers_dn: str | None = Field(None, description="the OU of sudoRoles; default ou=SUDOers,BASE")
     group_class: str = Field(
         "groupOfNames",
         pattern=r"^[A-Za-z][A-Za-z0-9-]*$",
@@ -36,31 +48,37 @@ class LdapSettings(Section):
     empty_group_member: str | None = Field(
         "cn=empty-membership-placeholder",
         description="rfc2307bis: the member DN an empty group holds, because groupOfNames needs one "
-        "(a DN that is no entry, outside every search base); null (or empty) with a class whose member "
-        "is optional",
+        "(a DN that is no entry, outside every search base); null (env: empty) with a group_class whose "
+        "member is optional",
     )
     unknown_entries: Literal["delete", "report"] = Field(
-        "delete", description="entries below SUP's OUs that the store does not know"
+        "delete", description="entries below SUP's OUs that the store does not know: delete them, or report"
     )
     deactivated: Literal["lock", "delete"] = Field(
         "lock",
-        description="lock: keep the entry with no keys, no groups, the nologin shell; delete: remove it",
+        description="a deactivated user's entry: lock keeps it with no keys, no groups, the nologin shell; "
+        "delete removes it",
     )
     admin_groups: list[str] = Field(
         default_factory=list, description="groups whose members get a sudoRole (sudo through sssd)"
     )
-    sudo_commands: list[str] = Field(default_factory=lambda: ["ALL"], min_length=1)
-    sudo_hosts: list[str] = Field(default_factory=lambda: ["ALL"], min_length=1)
+    sudo_commands: list[str] = Field(
+        default_factory=lambda: ["ALL"], min_length=1, description="sudoCommand of those sudoRoles"
+    )
+    sudo_hosts: list[str] = Field(
+        default_factory=lambda: ["ALL"], min_length=1, description="sudoHost of those sudoRoles"
+    )
     sudo_options: list[str] = Field(
         default_factory=lambda: ["!authenticate"],
-        description="sudoOption values; SUP's users log in with SSH keys and have no password to type",
+        description="sudoOption of those sudoRoles; SUP's users log in with SSH keys and have no password "
+        "to type",
     )
     page_size: int = Field(500, ge=1, le=100000, description="entries per page of a paged search")
     pipeline_depth: int = Field(64, ge=1, le=10000, description="writes in flight at once (1: one by one)")
     timeout_seconds: int = Field(30, ge=1, le=3600, description="connect and per-operation timeout")
     start_tls: bool = Field(False, description="StartTLS on an ldap:// URL")
     ca_file: str | None = Field(
-        None, description="CA certificates (PEM) to verify the server; default: system"
+        None, description="CA certificates (PEM) that sign the server's; default: the system's"
     )
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)

@@ -1,6 +1,6 @@
 """The sssd.conf that makes nodes read what the LDAP target writes (`sup sssd-config`).
 
-The template (templates/sssd.conf.template, or the operator's own) uses `string.Template`
+The template (sup/targets/ldap/templates/sssd.conf.template, or the operator's own) uses `string.Template`
 placeholders, filled from the `ldap` settings: URI, schema, the three OUs as search bases, the member
 attribute, TLS. `options` then set or add single keys, in the domain section unless they name one.
 """
@@ -14,7 +14,6 @@ from string import Template
 
 from sup.targets.ldap.layout import Layout
 from sup.targets.ldap.settings import LdapSettings
-from sup.targets.templates import templates_dir
 
 _KEY = re.compile(r"^[a-z_][a-z0-9_]*$")
 
@@ -24,7 +23,8 @@ class SssdConfigError(ValueError):
 
 
 def default_template() -> Path:
-    return templates_dir() / "sssd.conf.template"
+    """The shipped template, inside the package (a wheel installs it alongside)."""
+    return Path(__file__).resolve().parent / "templates" / "sssd.conf.template"
 
 
 def _single_line(name: str, value: str) -> str:

@@ -1,7 +1,8 @@
 """Permissions by group: members of an admin group may use sudo, through sssd's sudo provider.
 
 Each admin group named in `ldap.admin_groups` gets one sudoRole entry (sudo's LDAP schema, see
-sudoers.ldap(5) and templates/sudo.schema) below `ldap.sudoers_dn`, naming the group as `%group`.
+sudoers.ldap(5) and sup/targets/ldap/schema/sudo.schema) below `ldap.sudoers_dn`, naming the group
+as `%group`.
 sssd serves it to sudo when nsswitch.conf says `sudoers: files sss` (see `sup sssd-config`).
 """
 

@@ -18,12 +18,29 @@ _UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 class SlurmSettings(Section):
-    """The Slurm accounting target (settings key `slurm`); see docs/slurm.md."""
+    """The Slurm accounting target (settings key `slurm`); see docs/slurm.md.
 
-    cluster: str = Field(description="the cluster SUP provisions (as registered in slurmdbd)")
-    sacctmgr: str = Field("sacctmgr", description="path of sacctmgr; SLURM_CONF passes through")
+    - Removals of associations and accounts count against `reconcile.max_deletions` (there is no
+      second threshold): above it a pass stops with the count and the key unless `sup reconcile
+      --force`.
+    - Both writer locks are held for a whole apply: the flock in `lock_dir` (threads and processes on
+      the host) and the store's named lock `slurmdbd:<host:port>` (replicas sharing a PostgreSQL
+      store). Every SUP process writing to one slurmdbd must see the same `lock_dir` (or the same
+      store).
+    - `chunk_size` bounds the names in one call; one argument also stays under 100,000 characters.
+    - Descriptions and organizations are compared ignoring case: Slurm 22.05 stores them lower-case.
+    """
+
+    cluster: str = Field(
+        description="the cluster SUP provisions, as registered in slurmdbd (sacctmgr add cluster gpu)",
+        examples=["gpu"],
+    )
+    sacctmgr: str = Field(
+        "sacctmgr", description="path of sacctmgr; SLURM_CONF passes through from the environment"
+    )
     clusters: list[str] = Field(
-        default_factory=list, description="more clusters of the same slurmdbd, provisioned alike"
+        default_factory=list,
+        description="more clusters of the same slurmdbd; all get the same accounts",
     )
     ignore_accounts: list[str] = Field(
         default_factory=list, description="accounts SUP never changes (root always is)"
@@ -33,13 +50,19 @@ class SlurmSettings(Section):
     )
     admin_groups: dict[str, AdminLevel] = Field(
         default_factory=dict,
-        description="group -> Slurm AdminLevel of its members; when set, SUP owns its users' AdminLevel",
+        description="group -> Slurm AdminLevel of its members; when set, SUP owns its users' AdminLevel "
+        "(None for everybody else)",
+        examples=[{"hpc-admins": "Administrator", "hpc-ops": "Operator"}],
     )
     user_fairshare: int | Literal["parent"] | None = Field(
-        None, description="Fairshare of every user association; None leaves it as Slurm has it"
+        None,
+        description="Fairshare of every user association, an integer or `parent`; null leaves it as "
+        "Slurm has it",
     )
     prune_accounts: bool = Field(
-        False, description="delete accounts below root that SUP does not know (else only report them)"
+        False,
+        description="true: delete accounts below root that are not in the store (children first); false: "
+        "only report them in `sup plan`",
     )
     offboarding: Offboarding = Field(
         "remove",
@@ -60,11 +83,16 @@ class SlurmSettings(Section):
         "before the deadline. E.g. [sacct, -a, -L, -n, -P, -X, -s, 'R,PD,S,RQ', -o, User]",
     )
     chunk_size: int = Field(
-        1000, ge=1, le=20000, description="names per sacctmgr call (measured: bench/slurm_bench.py)"
+        1000,
+        ge=1,
+        le=20000,
+        description="names per sacctmgr call (measured by bench/slurm_bench.py: BENCHMARKS.md)",
     )
     command_timeout: float = Field(900.0, gt=0, description="seconds before a sacctmgr call is abandoned")
     lock_dir: str = Field(
-        "/run/lock/sup", description="directory of the host-local writer lock (one file per slurmdbd)"
+        "/run/lock/sup",
+        description="directory of the host-local writer lock, one file per slurmdbd (the chart: an "
+        "emptyDir; docs/slurm.md)",
     )
     lock_timeout: float = Field(600.0, ge=0, description="seconds to wait for another slurmdbd writer")
     slurmdbd: str | None = Field(

@@ -16,7 +16,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from sup.gateway_server.routes import Lookup, NoRoute, PersonRoute, SupUnavailable
+from sup.gateway.routes import Lookup, NoRoute, PersonRoute, SupUnavailable
 
 log = logging.getLogger(__name__)
 

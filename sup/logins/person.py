@@ -1,9 +1,10 @@
-"""One person as the SSH gateway needs them: read from the store for `sup.domain.gateway.route`.
+"""One person as the SSH gateway needs them: read from the store for `sup.domain.login_pods.route`.
 
 The gateway asks per connection attempt (with a short cache on its side), so this reads one user
 row, their key fingerprints and their groups' names: three indexed queries, never the whole store.
-Who is provisioned and who gets an own login pod follow the same rules as the desired state
-(`access.groups`) and the Kubernetes target (`kube.login_groups`): direct memberships, as there.
+Who is provisioned and who gets an own login pod are the desired state's and the Kubernetes
+target's rules themselves (`sup.domain.desired.provisioned`, `sup.domain.login_pods.own_pod`),
+applied to the person's direct memberships, as there.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from collections.abc import Collection
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from sup.domain.gateway import GatewayPerson
+from sup.domain.desired import provisioned
+from sup.domain.login_pods import GatewayPerson, own_pod
 from sup.domain.sshkeys import printable
 from sup.store.models import Group, Membership, SshKey, User
 
@@ -43,12 +45,12 @@ def gateway_person(
             .where(Membership.user_id == user.id)
         )
     )
-    provisioned = not access_groups or bool(groups & set(access_groups))
+    is_provisioned = provisioned(groups, access_groups)
     return GatewayPerson(
         username=user.username,
         active=user.active,
-        provisioned=provisioned,
-        own_pod=provisioned and (not login_groups or bool(groups & set(login_groups))),
+        provisioned=is_provisioned,
+        own_pod=is_provisioned and own_pod(groups, login_groups),
         fingerprints=fingerprints,
         groups=groups,
     )

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import asyncssh
 
-from sup.gateway_server import metrics, texts
+from sup.gateway import metrics, texts
 
 RETRY_FIRST = 0.1  # seconds between connection attempts to a pod that is starting, doubling
 ATTEMPT_SECONDS = 2.0  # one TCP connect attempt to a pod

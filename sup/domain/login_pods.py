@@ -1,4 +1,9 @@
-"""Which login pod a person reaching the SSH gateway may be tunnelled to, and why not (docs/ssh-gateway.md).
+"""Login pods: who gets one, and which one a person reaching the SSH gateway may be tunnelled to, and
+why not (docs/ssh-gateway.md).
+
+Who gets a login pod (`login_pods`, per person `own_pod`) is decided here once: the Kubernetes target
+renders those pods, the sleep step keeps their wake state, and the gateway's routes answer from the
+store with the same rule.
 
 The gateway authenticates a person at the edge with a public key SUP knows, then forwards the
 `direct-tcpip` channel that `ssh -J` opens to that person's login pod; the person's client then
@@ -15,10 +20,13 @@ answers no question about who exists.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:  # desired.py names Route: a runtime import would be circular
+    from sup.domain.desired import DesiredState
 
 OWN_POD = "login"  # the destination name that means "my own login pod"
 
@@ -60,6 +68,31 @@ class PodRoute:
     namespace: str
     port: int
     awake: bool
+
+
+def own_pod(groups: Collection[str], login_groups: Collection[str]) -> bool:
+    """Whether an active, provisioned person who is a direct member of `groups` gets a login pod of
+    their own: everyone does, or with `kube.login_groups` set, the members of those groups only."""
+    return not login_groups or any(group in groups for group in login_groups)
+
+
+def login_pods(
+    desired: DesiredState, login_groups: Collection[str], group_pods: Collection[str]
+) -> frozenset[Route]:
+    """Every login pod SUP keeps: each active person's own (`own_pod`, their direct memberships as
+    the desired state holds them), and one per group in `kube.group_pods` that SUP provisions."""
+    member_of: dict[str, set[str]] = {}
+    for name in login_groups:
+        group = desired.groups.get(name)
+        for member in group.members if group is not None else ():
+            member_of.setdefault(member, set()).add(name)
+    pods = {
+        Route("user", name)
+        for name, user in desired.users.items()
+        if user.active and own_pod(member_of.get(name, ()), login_groups)
+    }
+    pods |= {Route("group", name) for name in group_pods if name in desired.groups}
+    return frozenset(pods)
 
 
 class RefusalReason(StrEnum):

@@ -18,8 +18,8 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
-from sup.domain.gateway import PodRoute
-from sup.gateway_server.routes import GatewayApi, SupUnavailable
+from sup.domain.login_pods import PodRoute
+from sup.gateway.routes import GatewayApi, SupUnavailable
 
 log = logging.getLogger(__name__)
 

@@ -21,14 +21,14 @@ from typing import Any
 import asyncssh
 
 from sup.config.gateway import GatewaySettings
-from sup.domain.gateway import PodRoute
-from sup.gateway_server import metrics
-from sup.gateway_server.activity import Activity, used_body
-from sup.gateway_server.connection import GatewayConnection
-from sup.gateway_server.idle_poll import IdlePoller
-from sup.gateway_server.limits import Admission, EventBudget, SessionCounts, SourceLimits
-from sup.gateway_server.recheck import RouteRecheck
-from sup.gateway_server.routes import GatewayApi, RouteCache, SupUnavailable
+from sup.domain.login_pods import PodRoute
+from sup.gateway import metrics
+from sup.gateway.activity import Activity, used_body
+from sup.gateway.connection import GatewayConnection
+from sup.gateway.idle_poll import IdlePoller
+from sup.gateway.limits import Admission, EventBudget, SessionCounts, SourceLimits
+from sup.gateway.recheck import RouteRecheck
+from sup.gateway.routes import GatewayApi, RouteCache, SupUnavailable
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ from urllib.parse import quote
 
 import httpx
 
-from sup.domain.gateway import PodRoute, RefusalReason
+from sup.domain.login_pods import PodRoute, RefusalReason
 
 log = logging.getLogger(__name__)
 

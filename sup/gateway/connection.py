@@ -16,16 +16,16 @@ from typing import TYPE_CHECKING, Any
 
 import asyncssh
 
-from sup.domain.gateway import PodRoute
-from sup.gateway_server import metrics, texts
-from sup.gateway_server.activity import in_use
-from sup.gateway_server.limits import Verdict, source_key
-from sup.gateway_server.recheck import HeldTunnel
-from sup.gateway_server.relay import Tunnel, connect_pod
-from sup.gateway_server.routes import NoRoute, PersonRoute, SupUnavailable
+from sup.domain.login_pods import PodRoute
+from sup.gateway import metrics, texts
+from sup.gateway.activity import in_use
+from sup.gateway.limits import Verdict, source_key
+from sup.gateway.recheck import HeldTunnel
+from sup.gateway.relay import Tunnel, connect_pod
+from sup.gateway.routes import NoRoute, PersonRoute, SupUnavailable
 
 if TYPE_CHECKING:
-    from sup.gateway_server.server import Gateway
+    from sup.gateway.server import Gateway
 
 STALE_AWAKE_SECONDS = 3.0  # a pod said awake that does not answer this long is woken
 log = logging.getLogger(__name__)

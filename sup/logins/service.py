@@ -2,7 +2,7 @@
 of an awake pod, a heartbeat, an audit event; and who is connected, for people.
 
 The answers are built from the store as the desired state and the Kubernetes target see it
-(`sup.users.gateway.gateway_person`, `kube.login_groups`, `kube.group_pods`), so the gateway routes
+(`sup.logins.person.gateway_person`, `kube.login_groups`, `kube.group_pods`), so the gateway routes
 exactly to the pods the target keeps.
 """
 
@@ -16,14 +16,14 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from sup.config import Settings
-from sup.domain.gateway import PodRoute, Refusal, RefusalReason, Route, reachable
-from sup.domain.gateway_idle import STALE_AFTER
+from sup.domain.login_pods import PodRoute, Refusal, RefusalReason, Route, reachable
+from sup.domain.login_sleep import STALE_AFTER
 from sup.errors import NotFound
-from sup.gateway import idle, metrics, state
+from sup.logins import metrics, sleep, wake_state
+from sup.logins.person import gateway_person
 from sup.store.audit import Actor, record
 from sup.store.models import Group
 from sup.targets.kube import Owner
-from sup.users.gateway import gateway_person
 
 _PROBE = "SHA256:probe"  # a key the routes answer does not check (the gateway checks the key itself)
 
@@ -49,8 +49,10 @@ def routes(session: Session, settings: Settings, username: str) -> Routes | Refu
         return access
     assert person is not None  # reachable refuses an unknown person
     sleeps = settings.gateway is not None and settings.gateway.sleeps
-    pods = [_pod(route, kube.namespace, kube.service_port, not sleeps or state.is_awake(session, route))
-            for route in access.pods]  # fmt: skip
+    pods = [
+        _pod(route, kube.namespace, kube.service_port, not sleeps or wake_state.is_awake(session, route))
+        for route in access.pods
+    ]
     return Routes(person.username, sorted(person.fingerprints), pods)
 
 
@@ -59,12 +61,12 @@ def awake_pods(session: Session, settings: Settings, now: datetime) -> list[PodR
     to zero"): those that could be put to sleep within the next three heartbeats, so that a busy
     answer reaches SUP before the pass would decide. `port` is the reporter's (`gateway.idle_port`).
     Empty when pods never sleep here."""
-    rules = idle.policy(settings)
+    rules = sleep.policy(settings)
     kube, gateway = settings.kube, settings.gateway
     if rules is None or kube is None or gateway is None:
         return []
     soon = max(0.0, rules.idle_seconds - STALE_AFTER * rules.heartbeat_seconds)
-    pods = state.awake_idle_since(session, now - timedelta(seconds=soon))
+    pods = wake_state.awake_idle_since(session, now - timedelta(seconds=soon))
     return [_pod(route, kube.namespace, gateway.idle_port, True) for route in pods]
 
 
@@ -95,7 +97,7 @@ def wake(session: Session, settings: Settings, pod: Route, now: datetime, actor:
         raise NotFound("login pod", f"{pod.kind}/{pod.name}")
     kube = settings.kube
     assert kube is not None
-    was_asleep = state.wake(session, pod, now)
+    was_asleep = wake_state.wake(session, pod, now)
     if settings.gateway is None or not settings.gateway.sleeps:
         return False  # pods never sleep: nothing to scale
     from sup.targets.kube import wake_login  # loads the Kubernetes client: only when waking
@@ -113,7 +115,7 @@ def used(session: Session, settings: Settings, pod: Route, now: datetime) -> boo
     the gateway wakes it). Without sleep on this site pods are always awake and nothing is written."""
     if settings.gateway is None or not settings.gateway.sleeps or settings.kube is None:
         return True
-    return state.touch(session, pod, now)
+    return wake_state.touch(session, pod, now)
 
 
 def event(session: Session, actor: Actor, body: dict[str, Any]) -> None:

@@ -3,7 +3,7 @@
 In the store rather than in a process: `sup serve --workers N` and several replicas answer the
 gateway's calls, and the reconciler that decides about sleep runs in one of them. A login pod
 (`Route`: a user's own or a group's) is asleep when its `login_wake` row says so; a pod without a row
-is awake (the scheduled pass makes its row on first sight, idle.py).
+is awake (the scheduled pass makes its row on first sight, sleep.py).
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from sqlalchemy import delete, or_, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from sup.domain.gateway import Route
-from sup.domain.gateway_idle import STALE_AFTER, Heartbeat, PodState
+from sup.domain.login_pods import Route
+from sup.domain.login_sleep import STALE_AFTER, Heartbeat, PodState
 from sup.store.models import GatewayHeartbeat, LoginWake
 from sup.store.session import is_postgresql
 

@@ -20,9 +20,9 @@ from typing import Any
 
 import httpx
 
-from sup.domain.gateway import PodRoute
-from sup.gateway_server import metrics
-from sup.gateway_server.routes import SupUnavailable
+from sup.domain.login_pods import PodRoute
+from sup.gateway import metrics
+from sup.gateway.routes import SupUnavailable
 
 log = logging.getLogger(__name__)
 

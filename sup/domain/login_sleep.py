@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from sup.domain.gateway import Route
+from sup.domain.login_pods import Route
 
 STALE_AFTER = 3  # heartbeat intervals after which a replica's report no longer counts
 

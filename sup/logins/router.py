@@ -12,9 +12,9 @@ from pydantic import AwareDatetime, BaseModel, Field
 from sup.api import API_PREFIX
 from sup.api.context import ApiContext, Viewer, requires
 from sup.common.schemas import Body
-from sup.domain.gateway import Refusal, RefusalReason, Route
+from sup.domain.login_pods import Refusal, RefusalReason, Route
 from sup.domain.roles import Role
-from sup.gateway import service, state
+from sup.logins import service, wake_state
 from sup.store.models import utcnow
 
 GatewayToken = Annotated[ApiContext, requires(Role.gateway)]
@@ -147,7 +147,7 @@ def post_heartbeat(ctx: GatewayToken, body: HeartbeatIn) -> Response:
     gateway = ctx.settings.gateway
     interval = gateway.heartbeat_seconds if gateway is not None else 15.0
     with ctx.transaction() as session:
-        state.record_heartbeat(
+        wake_state.record_heartbeat(
             session,
             body.gateway,
             [s.model_dump(mode="json") for s in body.sessions],
@@ -200,5 +200,5 @@ def get_sessions(ctx: Viewer) -> list[SessionOut]:
     gateway = ctx.settings.gateway
     interval = gateway.heartbeat_seconds if gateway is not None else 15.0
     with ctx.transaction() as session:
-        found = state.live_sessions(session, utcnow(), interval)
+        found = wake_state.live_sessions(session, utcnow(), interval)
     return [SessionOut(**vars(s)) for s in found]
