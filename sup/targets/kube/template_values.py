@@ -162,15 +162,7 @@ class Member(Person):
 
     @classmethod
     def of_member(cls, user: DesiredUser, *, claim: str, home_sub_path: str | None) -> Member:
-        return cls(
-            username=user.username,
-            uid_number=user.uid_number,
-            gid_number=user.gid_number,
-            home_directory=user.home_directory,
-            login_shell=user.login_shell,
-            home_sub_path=home_sub_path,
-            claim=claim,
-        )
+        return cls(**dataclasses.asdict(Person.of(user, home_sub_path=home_sub_path)), claim=claim)
 
 
 @dataclass(frozen=True)
