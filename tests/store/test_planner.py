@@ -15,21 +15,11 @@ from sup.reconcile.planner import MAX_SCOPED_USERS, Pass, run_pass, scope_of
 from sup.store.models import AuditEntry, TargetRemoval, TargetStatus
 from sup.targets.base import Scope
 from sup.targets.spec import POSIX_IDENTITY
-from sup.users.schemas import UserCreate, UserPatch
-from sup.users.service import create_user, delete_user, update_user
+from sup.users.schemas import UserPatch
+from sup.users.service import delete_user, update_user
 from tests.conftest import ACTOR
 from tests.support.fake_target import FakeSettings, FakeTarget, fake_settings, fake_spec
-
-
-@pytest.fixture
-def configured(database_url: str) -> Settings:
-    return FakeSettings(database_url=database_url, fake={})
-
-
-def _users(sessions: sessionmaker[Session], settings: Settings, *names: str) -> None:
-    with sessions.begin() as session:
-        for name in names:
-            create_user(session, settings, ACTOR, UserCreate(username=name))
+from tests.support.store_edits import add_users
 
 
 def _pass(settings: Settings, sessions: sessionmaker[Session], fake: FakeTarget, **kw: Any) -> Pass:
@@ -45,7 +35,7 @@ def _statuses(sessions: sessionmaker[Session]) -> dict[str, tuple[str, str | Non
 def test_plan_changes_nothing_and_reconcile_converges(
     configured: Settings, sessions: sessionmaker[Session]
 ) -> None:
-    _users(sessions, configured, "kim", "saul")
+    add_users(sessions, configured, "kim", "saul")
     fake = FakeTarget({"stranger": 12345, "kim": 1})
 
     planned = _pass(configured, sessions, fake)
@@ -70,7 +60,7 @@ def test_disabled_and_failing_targets_do_not_stop_the_others(
     database_url: str, sessions: sessionmaker[Session]
 ) -> None:
     settings = fake_settings("fake", "down", "off")(database_url=database_url, fake={}, down={})
-    _users(sessions, settings, "kim")
+    add_users(sessions, settings, "kim")
     fake = FakeTarget({})
     specs = [fake_spec(fake), fake_spec(None, "down"), fake_spec(None, "off")]
     result = run_pass(settings, sessions, apply=True, specs=specs)
@@ -86,7 +76,7 @@ def test_disabled_and_failing_targets_do_not_stop_the_others(
 def test_partial_read_plans_nothing_and_marks_users_in_error(
     configured: Settings, sessions: sessionmaker[Session]
 ) -> None:
-    _users(sessions, configured, "kim")
+    add_users(sessions, configured, "kim")
     fake = FakeTarget({"stranger": 1}, fail_observe=True)
     result = _pass(configured, sessions, fake, apply=True)
     assert result.targets[0].state == "error" and result.changes == []
@@ -97,7 +87,7 @@ def test_partial_read_plans_nothing_and_marks_users_in_error(
 def test_one_failing_user_does_not_stop_the_rest(
     configured: Settings, sessions: sessionmaker[Session]
 ) -> None:
-    _users(sessions, configured, "kim", "saul")
+    add_users(sessions, configured, "kim", "saul")
     fake = FakeTarget({}, fail_user="kim")
     result = _pass(configured, sessions, fake, apply=True)
     assert result.targets[0].state == "partial"
@@ -111,7 +101,7 @@ def test_mass_deletion_is_refused_unless_forced(database_url: str, sessions: ses
     refused = _pass(settings, sessions, fake, apply=True)
     assert refused.targets[0].state == "refused" and "max_deletions=2" in (refused.targets[0].error or "")
     assert len(fake.system) == 3
-    _users(sessions, settings, "kim")
+    add_users(sessions, settings, "kim")
     held = _pass(settings, sessions, fake, apply=True)
     assert held.targets[0].state == "refused"
     state, error = _statuses(sessions)["kim"]
@@ -121,7 +111,7 @@ def test_mass_deletion_is_refused_unless_forced(database_url: str, sessions: ses
 
 
 def test_deleted_user_loses_its_status_row(configured: Settings, sessions: sessionmaker[Session]) -> None:
-    _users(sessions, configured, "kim")
+    add_users(sessions, configured, "kim")
     fake = FakeTarget({})
     _pass(configured, sessions, fake, apply=True)
     with sessions.begin() as session:
@@ -162,7 +152,7 @@ def test_suspensions_that_trickle_in_stop_at_the_windows_budget(
 ) -> None:
     budget = {"max_suspensions": 2, "suspension_budget": 3, "suspension_budget_share": 1.0}
     settings = FakeSettings(database_url=database_url, fake={}, reconcile=budget)
-    _users(sessions, settings, *(f"u{i}" for i in range(10)))
+    add_users(sessions, settings, *(f"u{i}" for i in range(10)))
     fake = FakeTarget({})
     assert _pass(settings, sessions, fake, apply=True).ok
 
@@ -197,7 +187,7 @@ def test_deletions_that_trickle_in_stop_at_the_deletion_budget(
 ) -> None:
     budget = {"deletion_budget": 2, "suspension_budget": 100, "max_suspensions": 100}
     settings = FakeSettings(database_url=database_url, fake={}, reconcile=budget)
-    _users(sessions, settings, "kim", "saul", "howard", "chuck")
+    add_users(sessions, settings, "kim", "saul", "howard", "chuck")
     fake = FakeTarget({})
     assert _pass(settings, sessions, fake, apply=True).ok
     for name in ("kim", "saul"):
@@ -218,7 +208,7 @@ def test_posix_identity_is_applied_before_the_target_that_needs_it(
     that needs POSIX identity plans after its provider applied, and creates nothing for a user the
     provider does not hold (here: failed for)."""
     settings = fake_settings("posix", "sched")(database_url=database_url, posix={}, sched={})
-    _users(sessions, settings, "kim", "saul")
+    add_users(sessions, settings, "kim", "saul")
     journal: list[str] = []
     posix = FakeTarget({}, journal=journal, apply_delay=0.3, fail_user="saul", label="posix")  # slow
     sched = FakeTarget({}, journal=journal, label="sched")
@@ -243,7 +233,7 @@ def test_a_provider_not_in_the_pass_counts_by_its_statuses(
     database_url: str, sessions: sessionmaker[Session]
 ) -> None:
     settings = fake_settings("posix", "sched")(database_url=database_url, posix={}, sched={})
-    _users(sessions, settings, "kim")
+    add_users(sessions, settings, "kim")
     posix, sched = FakeTarget({}), FakeTarget({})
     specs = [
         replace(fake_spec(sched, "sched"), needs=frozenset({POSIX_IDENTITY})),
@@ -255,6 +245,6 @@ def test_a_provider_not_in_the_pass_counts_by_its_statuses(
     assert sched.system == {"kim": 10000}
     # Without an enabled provider (a site whose directory SUP does not manage), nothing waits.
     alone = fake_settings("sched")(database_url=database_url, sched={})
-    _users(sessions, alone, "saul")
+    add_users(sessions, alone, "saul")
     run_pass(alone, sessions, apply=True, specs=specs[:1])
     assert sched.system == {"kim": 10000, "saul": 10001}

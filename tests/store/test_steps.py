@@ -9,7 +9,6 @@ from collections.abc import Collection
 from dataclasses import replace
 from datetime import datetime
 
-import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
 from sup.config import Settings
@@ -19,10 +18,9 @@ from sup.reconcile.planner import plan_from_session, run_pass
 from sup.reconcile.steps import STEPS, DesiredStep
 from sup.reconcile.worker import Reconciler
 from sup.store.audit import Actor
-from sup.users.schemas import UserCreate
-from sup.users.service import create_user
 from tests.conftest import ACTOR
-from tests.support.fake_target import FakeSettings, FakeTarget, fake_spec
+from tests.support.fake_target import FakeTarget, fake_spec
+from tests.support.store_edits import add_users
 
 
 class HideStep:
@@ -50,21 +48,10 @@ class HideStep:
         return replace(desired, users=users)
 
 
-@pytest.fixture
-def configured(database_url: str) -> Settings:
-    return FakeSettings(database_url=database_url, fake={})
-
-
-def _users(sessions: sessionmaker[Session], settings: Settings, *names: str) -> None:
-    with sessions.begin() as session:
-        for name in names:
-            create_user(session, settings, ACTOR, UserCreate(username=name))
-
-
 def test_the_targets_plan_from_what_the_steps_adjusted(
     configured: Settings, sessions: sessionmaker[Session]
 ) -> None:
-    _users(sessions, configured, "kim", "saul")
+    add_users(sessions, configured, "kim", "saul")
     step = HideStep("saul")
     steps: list[DesiredStep] = [step]
 
@@ -87,7 +74,7 @@ def test_a_scoped_pass_adjusts_but_does_not_act(
 ) -> None:
     """A pass after writes (the reconciler's, scoped to what the outbox names) plans from the steps'
     desired state but leaves their writes to the full passes."""
-    _users(sessions, configured, "kim", "saul")
+    add_users(sessions, configured, "kim", "saul")
     step = HideStep("saul")
     fake = FakeTarget({})
     result = run_pass(configured, sessions, specs=[fake_spec(fake)], steps=[step], apply=True, scoped=True)
@@ -98,7 +85,7 @@ def test_a_scoped_pass_adjusts_but_does_not_act(
 def test_a_step_that_does_not_run_here_is_not_asked(
     configured: Settings, sessions: sessionmaker[Session]
 ) -> None:
-    _users(sessions, configured, "kim", "saul")
+    add_users(sessions, configured, "kim", "saul")
     step = HideStep("saul", targets=("kube",))  # as the sleep step: only in a pass over Kubernetes
     fake = FakeTarget({})
     result = run_pass(configured, sessions, specs=[fake_spec(fake)], steps=[step], apply=True)

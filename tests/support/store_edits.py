@@ -38,3 +38,10 @@ class StoreEdits:
     def update_group(self, current_name: str, /, **fields: Any) -> None:
         with self.sessions.begin() as session:
             update_group(session, self.settings, ACTOR, current_name, GroupPatch(**fields))
+
+
+def add_users(sessions: sessionmaker[Session], settings: Settings, *names: str) -> None:
+    """Create these users in one transaction, for tests that hold `sessions` and `settings` apart."""
+    with sessions.begin() as session:
+        for name in names:
+            create_user(session, settings, ACTOR, UserCreate(username=name))
