@@ -73,7 +73,8 @@ def served(
         for container in pod["containers"]:
             container["terminationMessagePath"] = "/dev/termination-log"
     elif kind == "service":
-        spec.update({"clusterIP": "10.0.0.7", "sessionAffinity": "None"})
+        # a headless Service keeps the clusterIP None it asked for; any other gets an address
+        spec.update({"clusterIP": spec.get("clusterIP") or "10.0.0.7", "sessionAffinity": "None"})
     elif kind == "pvc":
         spec["volumeMode"] = "Filesystem"
         body["status"] = {"phase": "Pending"}

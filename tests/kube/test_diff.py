@@ -217,3 +217,58 @@ def test_a_pass_scoped_to_users_plans_no_group_pod() -> None:
         desired, Observed(mine, {}, scoped=True), Renderer(kube), kube, NOW, include_group_pods=False
     )
     assert scoped == []  # kim's objects are as wanted; the group pod is neither created nor deleted
+
+
+def test_a_login_service_of_type_cluster_ip_is_headless_and_a_node_port_one_is_not() -> None:
+    desired = state(user("kim"))
+    (headless,) = [c for c in diff(desired, Observed()) if c.kind == "service"]
+    spec = headless.details_json()["manifest"]["spec"]
+    assert (spec["type"], spec["clusterIP"]) == ("ClusterIP", "None")
+    assert "externalTrafficPolicy" not in spec
+    (node_port,) = [
+        c for c in diff(desired, Observed(), settings(service_type="NodePort")) if c.kind == "service"
+    ]
+    spec = node_port.details_json()["manifest"]["spec"]
+    assert "clusterIP" not in spec and spec["externalTrafficPolicy"] == "Local"
+
+
+def _with_cluster_ip(observed: Observed, name: str, address: str | None) -> None:
+    spec = observed.objects["service", name].body["spec"]
+    if address is None:
+        spec.pop("clusterIP")
+    else:
+        spec["clusterIP"] = address
+
+
+def test_a_service_with_a_cluster_ip_from_before_is_recreated_headless_once() -> None:
+    """An upgraded site: the login Service SUP made before has a ClusterIP, which cannot change in
+    place. The plan deletes and creates it again (one update with `recreate`), and once it is
+    headless there is nothing left to do."""
+    desired = state(user("kim"))
+    observed = applied(diff(desired, Observed()))
+    _with_cluster_ip(observed, "login-kim", "10.96.4.2")
+    (change,) = diff(desired, observed)
+    assert brief([change]) == [("update", "service", "login-kim")]
+    shown = change.details_json()
+    assert shown["spec.clusterIP"] == {"old": "10.96.4.2", "new": "None"}
+    assert "recreate" in shown and "cannot change once set" in shown["reason"]
+    assert shown["uid"] == "uid-1"  # the one deleted is the one observed
+    _with_cluster_ip(observed, "login-kim", "None")
+    assert diff(desired, observed) == []
+
+
+def test_a_headless_service_becoming_a_node_port_is_recreated() -> None:
+    desired = state(user("kim"))
+    observed = applied(diff(desired, Observed()))
+    (change,) = diff(desired, observed, settings(service_type="NodePort"))
+    assert brief([change]) == [("update", "service", "login-kim")]
+    assert "recreate" in change.details_json()
+
+
+def test_a_node_port_service_that_stays_one_is_updated_in_place() -> None:
+    kube = settings(service_type="NodePort")
+    desired = state(user("kim"))
+    observed = applied(diff(desired, Observed(), kube))
+    (change,) = diff(desired, observed, settings(service_type="NodePort", service_port=2022))
+    assert brief([change]) == [("update", "service", "login-kim")]
+    assert "recreate" not in change.details_json()

@@ -238,7 +238,8 @@ def _site_objects(**kwargs: Any) -> list[dict[str, Any]]:
 
 
 def test_without_the_gateways_idle_sleep_the_login_objects_are_as_before() -> None:
-    # the fixture is this site rendered by the code before the idle reporter existed
+    # the fixture is this site rendered by the code before the idle reporter existed (its Services
+    # since made headless: clusterIP None)
     before = json.loads(
         (Path(__file__).parent / "fixtures" / "login-objects-without-gateway.json").read_text()
     )

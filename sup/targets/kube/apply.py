@@ -14,8 +14,10 @@ Creates are applied without `force`: should an object of that name appear betwee
 a conflicting field makes the API server refuse rather than SUP take it over. Updates are forced:
 they take back the fields SUP owns from whoever changed them by hand. Updates and deletes carry the
 uid SUP observed, so an object deleted and recreated meanwhile by somebody else is not touched.
-Deleting an object that is already gone succeeds. Report changes write nothing; those with an
-`error` come back as failures of their subject.
+Deleting an object that is already gone succeeds. An update that must `recreate` its object (a
+field that cannot change in place: a login Service's clusterIP) deletes it, by uid, and creates it
+again, in phase 2. Report changes write nothing; those with an `error` come back as failures of
+their subject.
 """
 
 from __future__ import annotations
@@ -86,6 +88,8 @@ def _perform(client: KubeClient, field_manager: str, change: KubeChange) -> None
         client.delete(change.kind, change.name, details.uid or None)
     elif isinstance(details, PodReplacement):
         client.delete(POD, change.name, details.uid or None)
+    elif isinstance(details, ObjectUpdate) and details.recreate:
+        client.recreate(change.kind, change.name, details.uid, details.manifest, field_manager=field_manager)
     elif isinstance(details, NewObject | ObjectUpdate):
         body = details.manifest
         if isinstance(details, ObjectUpdate) and change.action == UPDATE and details.uid:

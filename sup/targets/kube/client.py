@@ -362,8 +362,9 @@ class KubeClient:
                     self.written[kind] = max(self.written.get(kind, 0), int(version))
         return result
 
-    def delete(self, kind: str, name: str, uid: str | None) -> bool:
-        """Delete the object if it is still the one SUP saw (uid); False if it was gone already."""
+    def delete(self, kind: str, name: str, uid: str | None, *, noted: bool = True) -> bool:
+        """Delete the object if it is still the one SUP saw (uid); False if it was gone already.
+        `noted`: recorded in `deleted`, for the watch cache to wait until the name is gone."""
         resource = RESOURCES[kind]
         options: dict[str, Any] = {
             "apiVersion": "v1",
@@ -376,9 +377,21 @@ class KubeClient:
             "delete", resource, "DELETE", f"{resource.collection(self.namespace)}/{name}",
             body=options, content_type="application/json", ok_missing=True,
         )  # fmt: skip
-        with self._lock:
-            self.deleted.add((kind, name))
+        if noted:
+            with self._lock:
+                self.deleted.add((kind, name))
         return result is not None
+
+    def recreate(
+        self, kind: str, name: str, uid: str, body: Mapping[str, Any], *, field_manager: str
+    ) -> dict[str, Any]:
+        """Delete the object if it is still the one SUP saw (uid), then create `body` in its place
+        (server-side apply, not forced): for a field that cannot change in place. The delete is not
+        noted in `deleted` (which makes the watch cache wait until the name is gone): the create's
+        resourceVersion, noted in `written`, comes after it, so a cache that shows the new object
+        has seen the delete too."""
+        self.delete(kind, name, uid, noted=False)
+        return self.apply(kind, name, body, field_manager=field_manager, force=False)
 
 
 def _message(data: bytes, reason: str) -> str:

@@ -22,7 +22,12 @@ in `group_pods`: a shared login StatefulSet, Service and NetworkPolicy. Then:
   retired or deleted (an active owner's is reported, as a reminder of the files it holds);
 - an object being deleted (deletionTimestamp set) is left alone; if it is wanted, that is reported;
 - a login pod stuck (CrashLoopBackOff, ...) on an outdated template is deleted, so that its
-  StatefulSet recreates it from the current one (pods.py: an `update` of kind `pod`).
+  StatefulSet recreates it from the current one (pods.py: an `update` of kind `pod`);
+- a login Service that must become headless (clusterIP None), or stop being headless (a site moving
+  to NodePort), cannot be changed in place (clusterIP is immutable): it is deleted and created again
+  (an `update` with `recreate`). Established TCP connections through its old ClusterIP are kept by
+  the node's connection tracking (kube-proxy removes no TCP conntrack entry); new ones reach the pod
+  once the new Service's name resolves (the gateway retries until then): at most one reconnect.
 """
 
 from __future__ import annotations
@@ -471,6 +476,24 @@ def _claim_adjustments(
         changes.append(Change(TARGET, REPORT, PVC, item.name, Remark(reason), item.subject))
 
 
+_RECREATE_REASON = (
+    "a Service's clusterIP cannot change once set: SUP deletes it and creates it again "
+    "(a held session is kept; a new one may need one retry)"
+)
+
+
+def _headless(body: Mapping[str, Any]) -> bool:
+    return (body.get("spec") or {}).get("clusterIP") == "None"
+
+
+def _recreated(kind: str, manifest: Manifest, have: ObservedObject) -> bool:
+    """Whether the object must be deleted and created again to match: a Service that must become
+    headless (login Services of type ClusterIP: no ClusterIP allocated per person) or stop being
+    headless (NodePort and LoadBalancer need a ClusterIP). The API server refuses to change
+    spec.clusterIP in either direction."""
+    return kind == SERVICE and _headless(manifest) != _headless(have.body)
+
+
 def _update(item: Wanted, have: ObservedObject, settings: KubeSettings) -> list[KubeChange]:
     changes: list[KubeChange] = []
     manifest = item.manifest
@@ -481,14 +504,17 @@ def _update(item: Wanted, have: ObservedObject, settings: KubeSettings) -> list[
     found = differences({k: v for k, v in manifest.items() if k not in ("apiVersion", "kind")}, have.body)
     hash_path = f"metadata.annotations.{names.HASH_ANNOTATION}"
     hash_changed = found.pop(hash_path, None) is not None
-    if found or hash_changed:
+    recreate = _recreated(item.kind, manifest, have)
+    if found or hash_changed or recreate:
         reason = None
-        if not found:
+        if recreate:
+            reason = _RECREATE_REASON
+        elif not found:
             reason = "SUP's settings or templates changed: fields SUP no longer sets are removed"
         elif have.labels.get(names.MANAGED_BY) != names.MANAGER:
             reason = "SUP's labels were removed by hand"
         what = _describe(item.kind, item.name)
-        update = ObjectUpdate(what, settings.namespace, found, reason, have.uid, manifest)
+        update = ObjectUpdate(what, settings.namespace, found, reason, have.uid, manifest, recreate)
         changes.append(Change(TARGET, UPDATE, item.kind, item.name, update, item.subject))
     orphaned = have.annotations.get(names.ORPHANED_ANNOTATION)
     if item.kind == PVC and orphaned is not None:

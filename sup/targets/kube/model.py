@@ -205,7 +205,11 @@ class NewObject:
 @dataclass(frozen=True)
 class ObjectUpdate:
     """An `update` that applies the manifest again (forced): the fields that drifted, by path, with
-    their old and new values, and the uid observed (the object must still be that one)."""
+    their old and new values, and the uid observed (the object must still be that one).
+
+    `recreate`: a field that cannot change on an existing object must (a login Service becoming
+    headless, or no longer: its clusterIP is immutable), so the object observed is deleted (by uid)
+    and the manifest created in its place (diff.py, `_recreated`)."""
 
     object: str
     namespace: str
@@ -213,11 +217,14 @@ class ObjectUpdate:
     reason: str | None
     uid: str
     manifest: Manifest
+    recreate: bool = False
 
     def as_json(self) -> dict[str, Any]:
         shown: dict[str, Any] = {"object": self.object, "namespace": self.namespace, **self.drift}
         if self.reason is not None:
             shown["reason"] = self.reason
+        if self.recreate:
+            shown["recreate"] = f"deleted and created again: {self.object} cannot change in place"
         return shown | {"uid": self.uid, "manifest": self.manifest}
 
 

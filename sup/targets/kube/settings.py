@@ -168,9 +168,17 @@ class KubeSettings(Section):
     )
     service_type: Literal["ClusterIP", "NodePort", "LoadBalancer"] = Field(
         "ClusterIP",
-        description="type of a login pod's Service (LoadBalancer: with externalTrafficPolicy Local)",
+        description="type of a login pod's Service: ClusterIP is headless (no ClusterIP allocated, the "
+        "name resolves to the pod's address, reached at ssh_port); NodePort and LoadBalancer (for direct "
+        "ssh from outside) with externalTrafficPolicy Local",
     )
-    service_port: int = Field(22, ge=1, le=65535, description="the ssh port of a login pod's Service")
+    service_port: int = Field(
+        22,
+        ge=1,
+        le=65535,
+        description="the ssh port of a login pod's Service (used by NodePort and LoadBalancer ones; a "
+        "headless one is reached at ssh_port)",
+    )
     ssh_sources: list[str] = Field(
         default_factory=list, description="CIDRs allowed to reach sshd; empty: no ssh ingress at all"
     )
@@ -345,6 +353,19 @@ class KubeSettings(Section):
     @property
     def srun_ports(self) -> tuple[int, int] | None:
         return None if self.srun_port_range is None else port_range(self.srun_port_range)
+
+    @property
+    def headless(self) -> bool:
+        """Whether login Services are headless (clusterIP None, service.yaml.j2): those of type
+        ClusterIP. NodePort and LoadBalancer Services need a ClusterIP."""
+        return self.service_type == "ClusterIP"
+
+    @property
+    def login_port(self) -> int:
+        """The port a client inside the cluster connects to at a login Service's DNS name (the SSH
+        gateway's route): a headless Service's name resolves to the pod's own address, where sshd
+        listens on `ssh_port`; any other Service's to its ClusterIP, which listens on `service_port`."""
+        return self.ssh_port if self.headless else self.service_port
 
     @field_validator("ldap_ports", "slurmctld_ports", "slurmd_ports")
     @classmethod
