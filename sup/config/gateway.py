@@ -173,7 +173,7 @@ class GatewaySettings(Section):
         "{service}.{namespace}.svc",
         min_length=1,
         description="a login pod's host from its route ({service}, {namespace}, {name}, {kind} are filled "
-        "in; checked at start); the port is its Service's",
+        "in; checked at start); the port is the route's (kube.ssh_port for a headless login Service)",
     )
     public_host: str | None = Field(
         None,

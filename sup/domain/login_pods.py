@@ -59,7 +59,8 @@ class Route:
 class PodRoute:
     """A login pod a person may be tunnelled to, as SUP's routes endpoint answers it and the gateway
     reads it: `name` is what the client asks for (`login` or a group's name); `service`,
-    `namespace`, `port` locate its Service."""
+    `namespace` locate its Service, `port` is the one to connect to at the Service's DNS name (the
+    pod's sshd for a headless Service, whose name resolves to the pod's own address)."""
 
     name: str
     kind: Literal["user", "group"]

@@ -30,7 +30,10 @@ class PodOut(BaseModel):
     owner: str
     service: str = Field(description="the pod's Service in `namespace`")
     namespace: str
-    port: int = Field(description="the Service's port (kube.service_port)")
+    port: int = Field(
+        description="the port to connect to at the Service's DNS name: kube.ssh_port (the pod's own) when "
+        "the Service is headless (kube.service_type ClusterIP), else kube.service_port"
+    )
     awake: bool = Field(description="false: asleep, POST wake before connecting")
 
 

@@ -36,7 +36,9 @@ class Routes:
 
 
 def routes(session: Session, settings: Settings, username: str) -> Routes | Refusal:
-    """The person's key fingerprints and the pods they may reach (their own first), or why none."""
+    """The person's key fingerprints and the pods they may reach (their own first), or why none.
+    A pod's port is the one its Service's DNS name answers on (`KubeSettings.login_port`): sshd's
+    own for a headless Service, the Service's port otherwise."""
     kube = settings.kube
     if kube is None:
         return Refusal(RefusalReason.NO_LOGIN_POD, "the Kubernetes target is off: no login pods")
@@ -50,7 +52,7 @@ def routes(session: Session, settings: Settings, username: str) -> Routes | Refu
     assert person is not None  # reachable refuses an unknown person
     sleeps = settings.gateway is not None and settings.gateway.sleeps
     pods = [
-        _pod(route, kube.namespace, kube.service_port, not sleeps or wake_state.is_awake(session, route))
+        _pod(route, kube.namespace, kube.login_port, not sleeps or wake_state.is_awake(session, route))
         for route in access.pods
     ]
     return Routes(person.username, sorted(person.fingerprints), pods)

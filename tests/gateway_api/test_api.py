@@ -11,7 +11,9 @@ from fastapi.testclient import TestClient
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from sup.config import Settings
 from sup.domain.sshkeys import parse_ssh_public_key
+from sup.logins import service
 from sup.store.models import AuditEntry, GatewayHeartbeat, LoginWake, SshKey, User, utcnow
 from tests.conftest import bearer
 from tests.gateway_api.conftest import NAMESPACE, FakeCluster
@@ -49,7 +51,9 @@ def test_routes_of_a_person_own_pod_first_then_group_pods(
 ) -> None:
     response = client.get("/api/v1/gateway/routes/kim", headers=gateway)
     assert response.status_code == 200, response.text
-    common = {"namespace": NAMESPACE, "port": 22, "awake": True}
+    # the login Services are headless (kube.service_type ClusterIP): their names resolve to the pods'
+    # own addresses, where sshd listens on kube.ssh_port
+    common = {"namespace": NAMESPACE, "port": 2222, "awake": True}
     assert response.json() == {
         "username": "kim",
         "fingerprints": [fingerprint(KIM_KEY)],
@@ -60,6 +64,28 @@ def test_routes_of_a_person_own_pod_first_then_group_pods(
     }
     lee = client.get("/api/v1/gateway/routes/lee", headers=gateway).json()
     assert lee["fingerprints"] == [] and [p["name"] for p in lee["pods"]] == ["login"]
+
+
+@pytest.mark.usefixtures("world")
+def test_a_routes_port_is_the_one_its_services_name_answers_on(
+    settings: Settings, sessions: sessionmaker[Session]
+) -> None:
+    """A headless Service's name is the pod's address: sshd's port (kube.ssh_port); a NodePort or
+    LoadBalancer Service keeps a ClusterIP, whose name answers on the Service's port."""
+    base = settings.kube
+    assert base is not None
+
+    def ports(**kube: object) -> set[int]:
+        changed = settings.model_copy(update={"kube": base.model_copy(update=kube)})
+        with sessions() as session:
+            found = service.routes(session, changed, "kim")
+        assert isinstance(found, service.Routes), found
+        return {pod.port for pod in found.pods}
+
+    assert ports() == {2222}
+    assert ports(ssh_port=2200, service_port=2022) == {2200}
+    assert ports(service_type="NodePort", ssh_port=2200, service_port=2022) == {2022}
+    assert ports(service_type="LoadBalancer") == {22}
 
 
 @pytest.mark.usefixtures("world")
