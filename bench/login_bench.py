@@ -191,15 +191,13 @@ def main() -> None:
         path.callback(maker.terminate)
         path.enter_context(homes_on_the_compute_node(jobs, homes))
         admit_host_to_idle_reporters(cluster, namespace, "bench-gateway")
-        kube_cluster = cluster
-
-        def at_service(pod: Any) -> tuple[str, int]:
-            found = kube_cluster.api.get(f"/api/v1/namespaces/{namespace}/services/{pod.service}")
-            assert found is not None
-            return found["spec"]["clusterIP"], pod.port
-
+        # the gateway reaches a pod by its headless Service's name, looked up in the cluster's DNS
         gateway = RunningGateway(
-            server.url, write_host_key(work / "gateway_key"), token=gateway_token, address=at_service
+            server.url,
+            write_host_key(work / "gateway_key"),
+            token=gateway_token,
+            address=None,
+            resolve=cluster.resolve,
         )
         path.callback(gateway.stop)
         api = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {admin}"}, timeout=30)

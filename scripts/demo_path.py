@@ -111,20 +111,15 @@ def home_maker(sup: str, env: dict[str, str], settings: dict[str, Any], director
 
 
 def start_gateway(node: KubeCluster, namespace: str, url: str, token: str, directory: Path) -> RunningGateway:
-    """`sup gateway`'s server in this process, reaching a login pod at its Service's address (inside
-    the cluster it would use the Service's DNS name); its NetworkPolicy in the namespace admits this
+    """`sup gateway`'s server in this process, reaching a login pod by its headless Service's DNS
+    name at the route's port, as inside the cluster: its event loop asks the cluster's DNS for
+    `*.svc` names (this machine does not use it); its NetworkPolicy in the namespace admits this
     machine to the login pods' idle reporters, as the chart's does for the gateway's pods."""
     admit_host_to_idle_reporters(node, namespace, "demo-gateway")
-
-    def at_service(pod: Any) -> tuple[str, int]:
-        service = node.api.get(f"/api/v1/namespaces/{namespace}/services/{pod.service}")
-        assert service is not None, f"no Service {pod.service}"
-        return service["spec"]["clusterIP"], pod.port
-
     key = directory / "gateway_host_key"
     if not key.exists():
         write_host_key(key)
-    return RunningGateway(url, key, token=token, address=at_service, wake_timeout_seconds=150)
+    return RunningGateway(url, key, token=token, address=None, resolve=node.resolve, wake_timeout_seconds=150)
 
 
 def kim_runs_a_job(gateway: RunningGateway, key: Path, directory: Path) -> None:

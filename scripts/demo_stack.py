@@ -159,13 +159,17 @@ def ssh_into_login_pod(
         lambda: node.api.get(f"/api/v1/namespaces/{namespace}/services/login-kim"), "kim's login Service"
     )
     node.wait_pod_ready(namespace, "login-kim-0", timeout=180)
-    address = service["spec"]["clusterIP"]
+    # the Service is headless: its name gives the pod's own address in the cluster's DNS (asked
+    # here: this machine does not use it), where sshd listens on the Service's targetPort
+    name = f"login-kim.{namespace}.svc"
+    addresses = node.wait_for(lambda: node.resolve(name), f"{name} in the cluster's DNS")
+    address, port = addresses[0], str(service["spec"]["ports"][0]["targetPort"])
     argv = [
         "ssh", "-i", str(key), "-o", "IdentitiesOnly=yes", "-o", "BatchMode=yes", "-o", "ConnectTimeout=5",
         "-o", f"UserKnownHostsFile={directory / 'known_hosts'}", "-o", "StrictHostKeyChecking=accept-new",
-        "-o", "LogLevel=ERROR", f"kim@{address}", "id; echo HOME=$HOME",
+        "-o", "LogLevel=ERROR", "-p", port, f"kim@{address}", "id; echo HOME=$HOME",
     ]  # fmt: skip
-    say(f"\n== kim logs in to her login pod: ssh -i {key} kim@{address} ==")
+    say(f"\n== kim logs in to her login pod: ssh -i {key} -p {port} kim@{address} ==")
     deadline = time.monotonic() + 90  # the new key reaches the running pod with the kubelet's sync
     while True:
         result = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)

@@ -5,7 +5,8 @@ those of the real slurmctld + slurmd) whose `kube` section points at the real cl
 SUP's login image (scripts/build-images, imported into the node), homes are local volumes, the Slurm
 client configuration is a ConfigMap naming the controller at the node's address on the pod bridge, and
 the munge key is a Secret only the pods' munge sidecar mounts. People reach their pod with `ssh` from
-the host through its Service's ClusterIP (kube-proxy), as `ssh_sources` allows.
+the host at the address its headless Service's name has in the cluster's DNS (the pod's own), as
+`ssh_sources` allows.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 import httpx
 
 from sup.config import GatewaySettings
+from sup.targets.kube import KubeSettings
 from tests.e2e.stack import Stack
 from tests.support.kubenode import KubeCluster
 from tests.support.server import SupServer
@@ -176,10 +178,15 @@ class LoginSite:
         )
         return self.cluster.wait_pod_ready(self.namespace, self.pod_of(login), timeout=timeout)
 
-    def service_ip(self, login: str) -> str:
-        service = self.cluster.api.get(f"/api/v1/namespaces/{self.namespace}/services/{login}")
-        assert service is not None, f"no Service {login}"
-        return str(service["spec"]["clusterIP"])
+    def login_address(self, login: str) -> tuple[str, int]:
+        """Where a client in the cluster reaches a login pod by its Service's name: the login
+        Service is headless, so the cluster's DNS gives the pod's own address (none while the pod
+        is not ready), at sshd's port (kube.ssh_port). The host does not use that DNS: asked here."""
+        name = f"{login}.{self.namespace}.svc"
+        addresses = self.cluster.resolve(name)
+        assert addresses, f"{name} has no address in the cluster's DNS (is its pod ready?)"
+        default = KubeSettings.model_fields["ssh_port"].default
+        return addresses[0], int(self.stack.config["kube"].get("ssh_port", default))
 
     def gone(self, path: str) -> bool:
         return self.cluster.api.get(f"/api/v1/namespaces/{self.namespace}/{path}") is None
@@ -196,9 +203,11 @@ class LoginSite:
         known_hosts: Path | None = None,
         timeout: float = 60,
     ) -> subprocess.CompletedProcess[str]:
-        """`ssh USER@<the login Service's ClusterIP> COMMAND` with the person's key only. With
-        `known_hosts` the host key must match the one recorded there (the first call records it)."""
+        """`ssh -p PORT USER@<the login pod's address> COMMAND` with the person's key only
+        (`login_address`: by the pod's headless Service). With `known_hosts` the host key must
+        match the one recorded there (the first call records it)."""
         hosts = known_hosts or self.directory / f"known_hosts-{time.monotonic_ns()}"
+        host, port = self.login_address(login)
         argv = [
             "ssh",
             "-i", str(person.key),
@@ -208,8 +217,8 @@ class LoginSite:
             "-o", f"UserKnownHostsFile={hosts}",
             "-o", "StrictHostKeyChecking=accept-new",
             "-o", "LogLevel=ERROR",
-            "-p", "22",
-            f"{as_user or person.name}@{self.service_ip(login)}",
+            "-p", str(port),
+            f"{as_user or person.name}@{host}",
             command,
         ]  # fmt: skip
         return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
@@ -220,13 +229,18 @@ class LoginSite:
         return result.stdout
 
     def wait_ssh(self, person: Person, login: str, timeout: float = 60) -> float:
-        """Seconds until `ssh ... true` succeeds (a new Service can refuse for a moment)."""
+        """Seconds until `ssh ... true` succeeds (a pod's name has no address until it is ready,
+        and sshd may refuse for a moment)."""
         started = time.monotonic()
-        last: subprocess.CompletedProcess[str] | None = None
+        last: subprocess.CompletedProcess[str] | AssertionError | None = None
         while time.monotonic() - started < timeout:
-            last = self.ssh(person, login, "true", timeout=20)
-            if last.returncode == 0:
-                return time.monotonic() - started
+            try:
+                last = self.ssh(person, login, "true", timeout=20)
+            except AssertionError as exc:  # no address yet
+                last = exc
+            else:
+                if last.returncode == 0:
+                    return time.monotonic() - started
             time.sleep(0.5)
         raise AssertionError(f"ssh {person.name}@{login} did not succeed within {timeout} s: {last}")
 

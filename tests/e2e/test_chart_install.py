@@ -260,9 +260,13 @@ def role_rules(role: dict[str, Any]) -> set[tuple[str, str]]:
     }
 
 
-def ssh(person: Person, host: str, command: str, directory: Path) -> subprocess.CompletedProcess[str]:
+def ssh(
+    person: Person, address: tuple[str, int], command: str, directory: Path
+) -> subprocess.CompletedProcess[str]:
+    host, port = address
     argv = [
         "ssh",
+        "-p", str(port),
         "-i", str(person.key),
         "-o", "IdentitiesOnly=yes",
         "-o", "BatchMode=yes",
@@ -610,8 +614,13 @@ def test_the_chart_installed_with_helm_runs_sup_which_provisions_a_person_who_lo
         kube_cluster.wait_pod_ready(users, "login-alice-0", timeout=120)
         ready_seconds = time.monotonic() - started
         login_service = kube_cluster.api.get(f"/api/v1/namespaces/{users}/services/login-alice")
-        assert login_service is not None
-        host = login_service["spec"]["clusterIP"]
+        assert login_service is not None and login_service["spec"]["clusterIP"] == "None"  # headless
+        # its name gives the pod's own address once it is ready (as a pod's resolver would ask), and
+        # a client connects to sshd's port there, the Service's targetPort
+        addresses = wait(
+            lambda: kube_cluster.resolve(f"login-alice.{users}.svc"), "alice's login pod's address", 60
+        )
+        host = (addresses[0], int(login_service["spec"]["ports"][0]["targetPort"]))
         attempts: list[str] = []
 
         def login() -> str | None:
@@ -688,10 +697,7 @@ def test_the_chart_installed_with_helm_runs_sup_which_provisions_a_person_who_lo
             held.wait()
         # the NetworkPolicies kube-router enforces: the chart's admits the gateway's pods to sshd,
         # SUP's own pod (not a gateway, not in ssh_sources) stays out
-        login_ip, ssh_port = (
-            login_service["spec"]["clusterIP"],
-            str(login_service["spec"]["ports"][0]["port"]),
-        )
+        login_ip, ssh_port = host[0], str(host[1])
         assert gateway.exec("python", "-c", CONNECT, login_ip, ssh_port).strip() == "connected"
         assert in_pod("python", "-c", CONNECT, login_ip, ssh_port).strip() == "refused"
         # and the gateway's own (gateway.networkPolicy): out to SUP, the login pods and DNS only (it

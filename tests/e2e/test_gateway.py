@@ -1,8 +1,10 @@
 """The SSH gateway on the real test node: people reach their own login pod through one address with
 `ssh -J` and their own key, the pod sleeps when idle and the next connection wakes it, the home
 intact. SUP (`sup serve`) keeps the pods and answers the gateway; the gateway runs in this process
-(`sup gateway`'s server) and reaches a pod at its Service's ClusterIP, as it would by DNS inside
-the cluster."""
+(`sup gateway`'s server) and reaches a pod by its headless Service's name, which its event loop
+looks up in the cluster's DNS (CoreDNS on the node: the pod's own address once it is ready), as it
+would inside the cluster. And a site upgraded from login Services with a ClusterIP: a session held
+through the old Service survives SUP replacing it, or a reconnect lands."""
 
 from __future__ import annotations
 
@@ -53,15 +55,12 @@ def make_gateway_site(
         # here the gateway runs on the host, whose address kube.ssh_sources admits to sshd only.
         admit_host_to_idle_reporters(site.cluster, site.namespace, "test-gateway")
         token = site.stack.token("gateway")["Authorization"].removeprefix("Bearer ")
-
-        def at_service(pod: PodRoute) -> tuple[str, int]:
-            return site.service_ip(pod.service), pod.port
-
         running = RunningGateway(
             site.server.url,
             write_host_key(tmp_path / f"gateway_host_key-{len(gateways)}"),
             token=token,
-            address=at_service,
+            address=None,  # its own: gateway.pod_address, {service}.{namespace}.svc at the route's port
+            resolve=site.cluster.resolve,  # looked up in the cluster's DNS at each attempt, as in a pod
             **{"wake_timeout_seconds": 150, "heartbeat_seconds": heartbeat_seconds, **(gateway or {})},
         )
         gateways.append(running)
@@ -278,6 +277,96 @@ def test_group_pod_many_sessions_kept_up_while_a_member_is_in_and_a_suspended_pe
     refused = through["alice"].ssh("alice", "id")
     assert refused.returncode == SSH_FAILED and "Permission denied" in refused.stderr
     assert replicas(site, "login-alice") in (0, None)
+
+
+OLD_SERVICE = Path(__file__).parents[1] / "kube" / "fixtures" / "service-with-cluster-ip.yaml.j2"
+
+
+def test_an_upgrade_replaces_a_login_service_with_a_cluster_ip_and_a_held_session_lasts_or_reconnects(
+    make_gateway_site: Callable[..., GatewaySite], tmp_path: Path
+) -> None:
+    """A site upgraded from login Services with a ClusterIP: SUP's pass deletes and creates each
+    again headless (clusterIP cannot change in place). A session held through the old ClusterIP is
+    kept by the node's connection tracking or cut; either way, the next connection through the
+    upgraded gateway lands, at the pod's own address, on the first try."""
+    before = tmp_path / "templates-before"
+    before.mkdir()
+    (before / "service.yaml.j2").write_text(OLD_SERVICE.read_text())
+    site, _ = make_gateway_site(idle_seconds=3600, templates_dir=str(before))  # SUP before the upgrade
+    alice = new_person(site.directory, "alice")
+    site.add(alice)
+    site.wait_ready("login-alice")
+    name = f"login-alice.{site.namespace}.svc"
+    path = f"/api/v1/namespaces/{site.namespace}/services/login-alice"
+    old = site.cluster.api.get(path)
+    assert old is not None and old["spec"]["clusterIP"] not in (None, "None")
+    assert site.cluster.resolve(name) == [old["spec"]["clusterIP"]]
+    assert site.server is not None
+    token = site.stack.token("gateway")["Authorization"].removeprefix("Bearer ")
+
+    def at_the_service_port(pod: PodRoute) -> tuple[str, int]:  # the gateway before: route port 22
+        return f"{pod.service}.{pod.namespace}.svc", 22
+
+    def start_gateway(key: str, address: Callable[[PodRoute], tuple[str, int]] | None) -> RunningGateway:
+        assert site.server is not None
+        key_file = write_host_key(tmp_path / key)
+        running = RunningGateway(
+            site.server.url, key_file, token=token, address=address, resolve=site.cluster.resolve
+        )
+        gateways.append(running)
+        return running
+
+    gateways: list[RunningGateway] = []
+    start_gateway("gateway-before", at_the_service_port)
+    hop = Through(tmp_path, alice, gateways[0].port)
+    held = subprocess.Popen(
+        ["ssh", "-F", str(hop.config), "-J", hop.jump, "alice@login",
+         'echo ready; while read -r line; do echo "got $line"; done'],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        assert held.stdout is not None and held.stdin is not None
+        assert held.stdout.readline() == b"ready\n"  # held through ClusterIP:22
+
+        del site.stack.config["kube"]["templates_dir"]  # the upgrade: the shipped templates
+        site.restart()
+        site.reconcile("kube")  # after the pass the restarted SUP runs at once
+        new = site.cluster.api.get(path)
+        assert new is not None and new["metadata"]["uid"] != old["metadata"]["uid"]  # replaced
+        assert new["spec"]["clusterIP"] == "None"
+        pod_ip = site.cluster.api.get(f"/api/v1/namespaces/{site.namespace}/pods/login-alice-0")
+        assert pod_ip is not None
+        site.cluster.wait_for(
+            lambda: site.cluster.resolve(name) == [pod_ip["status"]["podIP"]], f"{name} to be the pod's"
+        )
+
+        held.stdin.write(b"still there\n")
+        held.stdin.flush()
+        answer = _line_within(held, 20)
+        outcome = {b"got still there\n": "kept", b"": "cut"}.get(answer or b"-", "no answer in 20 s")
+        print(f"a session held through the old ClusterIP after SUP replaced its Service: {outcome}")
+
+        after = start_gateway("gateway-after", None)  # its own address: the name, at the route's port 2222
+        landed = Through(tmp_path, alice, after.port).ssh("alice", "id -un; hostname")
+        assert landed.returncode == 0, landed.stderr
+        assert landed.stdout.split() == ["alice", "login-alice-0"]
+    finally:
+        held.kill()
+        held.wait()
+        for gateway in gateways:
+            gateway.stop()
+
+
+def _line_within(process: subprocess.Popen[bytes], seconds: float) -> bytes | None:
+    """The next line of the process's output, or None if none comes within `seconds`."""
+    assert process.stdout is not None
+    with ThreadPoolExecutor(1) as pool:
+        future = pool.submit(process.stdout.readline)
+        try:
+            return future.result(timeout=seconds)
+        except TimeoutError:
+            process.kill()  # ends the readline, so that the pool can shut down
+            return None
 
 
 @contextlib.contextmanager

@@ -10,20 +10,8 @@ from typing import Any
 
 from tests.kube.site import Site
 
-# service.yaml.j2 as SUP shipped it before login Services were headless: type ClusterIP, with the
-# ClusterIP the API server allocates. A site upgraded from it holds such Services.
-OLD_SERVICE = """{
-  "apiVersion": "v1",
-  "kind": "Service",
-  "metadata": {"name": {{ names.login | tojson }}},
-  "spec": {
-    "type": {{ settings.service_type | tojson }},
-    "selector": {{ pod_labels | tojson }},
-    "ports": [{"name": "ssh", "port": {{ settings.service_port }}, "targetPort": {{ settings.ssh_port }},
-               "protocol": "TCP"}]
-  }
-}
-"""
+# service.yaml.j2 as SUP shipped it before (a ClusterIP allocated per person)
+OLD_SERVICE = Path(__file__).parent / "fixtures" / "service-with-cluster-ip.yaml.j2"
 
 
 def _service(site: Site, name: str) -> dict[str, Any]:
@@ -56,7 +44,7 @@ def test_services_with_a_cluster_ip_from_before_are_replaced_once_then_nothing_i
 ) -> None:
     old = tmp_path / "templates"
     old.mkdir()
-    (old / "service.yaml.j2").write_text(OLD_SERVICE)
+    (old / "service.yaml.j2").write_text(OLD_SERVICE.read_text())
     site = make_site(templates_dir=str(old))
     for name in ("kim", "lee"):
         site.add_user(name)

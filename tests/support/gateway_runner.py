@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -28,6 +29,29 @@ def write_host_key(path: Path) -> Path:
     return path
 
 
+def resolving(loop: asyncio.AbstractEventLoop, resolve: Callable[[str], list[str]]) -> None:
+    """Make `loop` resolve names ending in `.svc` with `resolve` (in a thread: it may block), a
+    name with no address failing as the system's resolver fails (socket.gaierror, an OSError), for
+    asyncio's connections and httpx's (anyio asks the running loop)."""
+    system = loop.getaddrinfo
+
+    async def getaddrinfo(
+        host: bytes | str | None, port: bytes | str | int | None, *, family: int = 0, type: int = 0,
+        proto: int = 0, flags: int = 0,
+    ) -> list[tuple[Any, ...]]:  # fmt: skip
+        name = host.decode() if isinstance(host, bytes) else host
+        if name is None or not name.rstrip(".").endswith(".svc"):
+            return await system(host, port, family=family, type=type, proto=proto, flags=flags)
+        addresses = await loop.run_in_executor(None, resolve, name)
+        if not addresses:
+            raise socket.gaierror(socket.EAI_NONAME, f"{name}: no address in the cluster's DNS")
+        number = int(port) if port is not None else 0
+        kind = type or socket.SOCK_STREAM
+        return [(socket.AF_INET, kind, proto, "", (address, number)) for address in addresses]
+
+    loop.getaddrinfo = getaddrinfo  # type: ignore[method-assign]
+
+
 class RunningGateway:
     def __init__(
         self,
@@ -35,13 +59,20 @@ class RunningGateway:
         host_key: Path,
         *,
         token: str = TOKEN,
-        address: Callable[[PodRoute], tuple[str, int]] = loopback,
+        address: Callable[[PodRoute], tuple[str, int]] | None = loopback,
+        resolve: Callable[[str], list[str]] | None = None,
         **settings: Any,
     ) -> None:
         """`token`: SUP's gateway token (the stand-in's by default); `address`: where a route's pod
-        is reached (by default 127.0.0.1 at the route's port)."""
+        is reached (by default 127.0.0.1 at the route's port; None: the gateway's own,
+        `gateway.pod_address` with the route's port). `resolve`: how the gateway's loop resolves
+        names ending in `.svc` (the host does not use the cluster's DNS: e.g.
+        `KubeCluster.resolve`), so that the gateway looks a pod's name up at each connection
+        attempt, as in a pod; other names as the host resolves them."""
         self.settings = GatewaySettings(**{"heartbeat_seconds": 1, "metrics_port": None, **settings})
         self._loop = asyncio.new_event_loop()
+        if resolve is not None:
+            resolving(self._loop, resolve)
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._thread.start()
         self.api = self.call(lambda: SupApi(api_url, token))

@@ -14,7 +14,7 @@ makes the bridge itself before the kubelet starts, so pods reach whatever listen
 external interfaces except kube-apiserver (0.0.0.0, so pods reach it through the `kubernetes`
 Service). CoreDNS listens on the node's address, port 53, and the kubelet gives pods that address:
 in a pod `login-KEY.NAMESPACE.svc` resolves as in any cluster; the host itself (the tests) does not
-use it, so tests address Services by ClusterIP.
+use it, so tests ask it (`resolve`) for the address a name has in a pod.
 
 Host-wide state (iptables chains, ipsets, sysctls, cgroups, the bridge, netns, mounts) can only
 belong to one cluster at a time: a lock file makes a second cluster on the machine wait for the first.
@@ -39,6 +39,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
+import dns.resolver
 import httpx
 
 from tests.support import hoststate
@@ -46,6 +47,7 @@ from tests.support.kubeapi import Admin, ApiError, KubeApiServer, KubeApiUnavail
 from tests.support.kubenode_config import (
     APISERVER_DNS,
     BRIDGE,
+    CLUSTER_DOMAIN,
     CNI_BIN_DIR,
     KUBELET_CLIENT_SUBJECT,
     KUBERNETES_SERVICE_IP,
@@ -268,6 +270,22 @@ class KubeCluster:
                     return last
             time.sleep(interval)
         raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what} (last: {last!r})")
+
+    def resolve(self, name: str) -> list[str]:
+        """The IPv4 addresses the cluster's DNS (CoreDNS on the node) gives `name`, as a pod's
+        resolver asks it: `NAME.NAMESPACE.svc` with the cluster domain appended (a pod's search
+        list does that). A headless Service's name gives its ready pods' own addresses (none while
+        its pod sleeps or starts), any other Service's its ClusterIP. [] for a name it does not
+        know. The host does not use this DNS: tests that address a Service as a pod would ask here."""
+        query = name if name.endswith(".") else f"{name}.{CLUSTER_DOMAIN}."
+        resolver = dns.resolver.Resolver(configure=False)
+        resolver.nameservers = [self.node_ip]
+        resolver.lifetime = 5.0
+        try:
+            answer = resolver.resolve(query, "A", search=False)
+        except (dns.resolver.NXDOMAIN, dns.resolver.NoAnswer):
+            return []
+        return sorted(str(record) for record in answer)
 
     def wait_pod_ready(self, namespace: str, name: str, timeout: float = 90) -> dict[str, Any]:
         def ready() -> dict[str, Any] | None:
