@@ -260,7 +260,9 @@ def test_sup_may_create_only_the_service_types_the_site_configured(
     services = collection(target, "services")
     with kubeapi.as_token(token) as sup:
         _policy_live(sup, target)
-        assert sup.create(services, _service("login-a"))["spec"]["type"] == "ClusterIP"  # what SUP makes
+        assert sup.create(services, _service("login-a"))["spec"]["type"] == "ClusterIP"
+        headless = sup.create(services, _service("login-h", clusterIP="None"))["spec"]  # what SUP makes
+        assert (headless["type"], headless["clusterIP"]) == ("ClusterIP", "None")
         refused: dict[str, int] = {}
         messages: list[str] = []
         for what, body in {
@@ -308,7 +310,7 @@ def test_sup_may_create_only_the_service_types_the_site_configured(
             assert time.monotonic() < deadline, "the chart's Service policy never refused SUP a LoadBalancer"
             time.sleep(0.2)
         assert sup.create(services, _service("login-b", "NodePort"))["spec"]["type"] == "NodePort"
-        assert sup.create(services, _service("login-c"))["spec"]["type"] == "ClusterIP"
+        assert sup.create(services, _service("login-c", clusterIP="None"))["spec"]["clusterIP"] == "None"
         assert (
             _status(lambda: sup.create(services, _service("ext", "NodePort", externalIPs=["203.0.113.9"])))
             == 403
