@@ -1,7 +1,7 @@
 """Kubernetes target benchmark: a first pass that creates every user's objects, then a no-change pass.
 
     .venv/bin/python bench/kube_bench.py [--users 1000] [--workers 8] [--sequential]
-        [--keys 2] [--groups-per-user 5] [--group-size 250] [--compare]
+        [--keys 2] [--groups-per-user 5] [--group-size 250] [--compare] [--templates-dir DIR [--upgrade]]
 
 Starts its own etcd + kube-apiserver (tests/support/kubeapi.py; etcd's data on tmpfs), fills a SQLite
 store through SUP's services (each user with `keys` ed25519 keys and in `groups-per-user` shared
@@ -19,13 +19,20 @@ groups of `group-size` members), and in a fresh namespace (Pod Security `restric
    difference they make;
 5. with --sequential, a first pass with workers=1 into another namespace, for the effect of
    concurrency.
-Prints Markdown tables. Not a test: nothing here asserts a time.
+`--templates-dir`: kube.templates_dir for every pass, e.g. a directory holding
+tests/kube/fixtures/service-with-cluster-ip.yaml.j2 as service.yaml.j2 (login Services with a
+ClusterIP allocated each, as before they were headless) for a before/after of the first pass; with
+`--upgrade`, last, a pass with the shipped templates (every such Service deleted and created again
+headless) and the no-change pass after it.
+Prints Markdown tables and the load average before and after. Not a test: nothing here asserts a
+time.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import statistics
 import sys
@@ -173,7 +180,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--groups-per-user", type=int, default=5, help="shared groups each user is in")
     parser.add_argument("--group-size", type=int, default=250, help="members of each shared group")
     parser.add_argument("--compare", action="store_true", help="also passes without the login ConfigMaps")
+    parser.add_argument("--templates-dir", help="kube.templates_dir for every pass (see the docstring)")
+    parser.add_argument("--upgrade", action="store_true", help="last, a pass with the shipped templates")
     args = parser.parse_args(argv)
+    load_before = os.getloadavg()
 
     server = KubeApiServer().start()
     work = Path(tempfile.mkdtemp(prefix="sup-kube-bench-"))
@@ -184,7 +194,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         database_url = f"sqlite:///{work / 'sup.db'}"
         migrate.upgrade(database_url)
 
-        def settings_for(namespace: str, **kube: Any) -> Settings:
+        def settings_for(namespace: str, *, shipped: bool = False, **kube: Any) -> Settings:
+            if args.templates_dir and not shipped:
+                kube = {"templates_dir": args.templates_dir, **kube}
             return Settings(
                 database_url=database_url,
                 kube={"namespace": namespace, "kubeconfig": str(server.admin_kubeconfig), **kube},
@@ -244,6 +256,14 @@ def main(argv: Sequence[str] | None = None) -> None:
             with timed(results, "no-change pass without login ConfigMaps (observe + diff)"):
                 counts["no-change pass without login ConfigMaps"] = one_pass(before, desired, apply=False)
 
+        if args.templates_dir and args.upgrade:
+            upgraded = settings_for(namespace, shipped=True, workers=args.workers, watch=False)
+            current = desired_state(sessions, upgraded)
+            with timed(results, "upgrade: pass with the shipped templates (Services replaced)"):
+                counts["upgrade pass"] = one_pass(upgraded, current, apply=True)
+            with timed(results, "no-change pass after the upgrade (observe + diff)"):
+                counts["no-change pass after the upgrade"] = one_pass(upgraded, current, apply=False)
+
         sequential_rate = None
         if args.sequential:
             other = settings_for(server.new_namespace("bench-seq"), workers=1)
@@ -256,7 +276,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         shutil.rmtree(work, ignore_errors=True)
 
     kinds = "PersistentVolumeClaim, NetworkPolicy, login ConfigMap, Service, StatefulSet each"
-    print(f"\n{args.users} users, {objects} objects ({kinds})\n")
+    print(f"\n{args.users} users, {objects} objects ({kinds})")
+    templates = args.templates_dir or "the shipped ones"
+    load_after = os.getloadavg()
+    print(f"templates: {templates}; load average (1, 5, 15 min) before {load_before}, after {load_after}\n")
     print("| step | seconds | objects/s |\n|---|---:|---:|")
     for name, seconds in results.items():
         rate = ""
