@@ -31,8 +31,9 @@ def write_host_key(path: Path) -> Path:
 
 def resolving(loop: asyncio.AbstractEventLoop, resolve: Callable[[str], list[str]]) -> None:
     """Make `loop` resolve names ending in `.svc` with `resolve` (in a thread: it may block), a
-    name with no address failing as the system's resolver fails (socket.gaierror, an OSError), for
-    asyncio's connections and httpx's (anyio asks the running loop)."""
+    name with no address, or no answer, failing as the system's resolver fails (socket.gaierror, an
+    OSError, which the gateway retries), for asyncio's connections and httpx's (anyio asks the
+    running loop)."""
     system = loop.getaddrinfo
 
     async def getaddrinfo(
@@ -42,7 +43,10 @@ def resolving(loop: asyncio.AbstractEventLoop, resolve: Callable[[str], list[str
         name = host.decode() if isinstance(host, bytes) else host
         if name is None or not name.rstrip(".").endswith(".svc"):
             return await system(host, port, family=family, type=type, proto=proto, flags=flags)
-        addresses = await loop.run_in_executor(None, resolve, name)
+        try:
+            addresses = await loop.run_in_executor(None, resolve, name)
+        except Exception as exc:  # the DNS server did not answer: as the system's EAI_AGAIN
+            raise socket.gaierror(socket.EAI_AGAIN, f"{name}: {exc!r}") from None
         if not addresses:
             raise socket.gaierror(socket.EAI_NONAME, f"{name}: no address in the cluster's DNS")
         number = int(port) if port is not None else 0
