@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/kube_bench.py [--users 1000] [--workers 8] [--sequential]
         [--keys 2] [--groups-per-user 5] [--group-size 250] [--compare] [--templates-dir DIR [--upgrade]]
+        [--floor] [--memory] [--first-only]
 
 Starts its own etcd + kube-apiserver (tests/support/kubeapi.py; etcd's data on tmpfs), fills a SQLite
 store through SUP's services (each user with `keys` ed25519 keys and in `groups-per-user` shared
@@ -24,6 +25,12 @@ tests/kube/fixtures/service-with-cluster-ip.yaml.j2 as service.yaml.j2 (login Se
 ClusterIP allocated each, as before they were headless) for a before/after of the first pass; with
 `--upgrade`, last, a pass with the shipped templates (every such Service deleted and created again
 headless) and the no-change pass after it.
+`--floor`: before SUP's first pass, the raw floor: the same objects (rendered by SUP into another
+namespace beforehand, not timed) written by a plain HTTP client (httpx, server-side apply) with the
+same number in flight, all at once (no phases), so SUP's first pass can be given as a ratio to it.
+`--memory`: after the no-change passes, bench/kube_memory.py in a process of its own: what the watch
+cache, the memo and the store snapshot hold. `--first-only`: stop after the first pass (and the
+memory probe).
 Prints Markdown tables and the load average before and after. Not a test: nothing here asserts a
 time.
 """
@@ -35,10 +42,12 @@ import json
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -56,13 +65,19 @@ from sup.store.audit import Actor
 from sup.store.session import make_engine, make_sessionmaker
 from sup.targets.kube import SPEC, KubeTarget, watch
 from sup.targets.kube import diff as kube_diff
+from sup.targets.kube.client import RESOURCES
 from sup.targets.kube.login_files import Directory
+from sup.targets.kube.model import API_KIND, NewObject
 from sup.users.schemas import UserCreate, UserPatch
 from sup.users.service import create_user, update_user
 from tests.support.keys import ed25519_key
 from tests.support.kubeapi import KubeApiServer, collection
 
 ACTOR = Actor(name="bench", role="admin")
+
+
+class _Done(Exception):
+    """--first-only: the rest of the steps are skipped."""
 
 
 @contextmanager
@@ -171,6 +186,54 @@ def one_pass(settings: Settings, desired: DesiredState, *, apply: bool) -> dict[
         target.close()
 
 
+def floor_bodies(settings: Settings, desired: DesiredState) -> list[tuple[str, bytes]]:
+    """(object path, JSON body) of every object SUP would create in settings' (empty) namespace:
+    rendered by SUP, kept as bytes (250,000 dicts would crowd the machine)."""
+    assert settings.kube is not None
+    target = KubeTarget(target_context(SPEC, settings))
+    try:
+        changes = target.diff(desired, target.observe())
+    finally:
+        target.close()
+    bodies = []
+    for change in changes:
+        if isinstance(change.details, NewObject) and change.kind in API_KIND:
+            path = f"{RESOURCES[change.kind].collection(settings.kube.namespace)}/{change.name}"
+            bodies.append((path, json.dumps(change.details.manifest, separators=(",", ":")).encode()))
+    return bodies
+
+
+def floor_pass(server: KubeApiServer, bodies: Sequence[tuple[str, bytes]], workers: int) -> dict[str, Any]:
+    """The raw floor: each body server-side applied by a plain client, `workers` in flight."""
+    headers = {"Content-Type": "application/apply-patch+yaml"}
+    params = {"fieldManager": "floor", "force": "true"}
+    with server.admin() as admin:
+
+        def one(item: tuple[str, bytes]) -> bool:
+            response = admin.http.patch(item[0], content=item[1], headers=headers, params=params)
+            return response.status_code < 300
+
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            outcomes = list(pool.map(one, bodies))
+    return {"objects": len(bodies), "failed": outcomes.count(False)}
+
+
+def memory_probe(server: KubeApiServer, database_url: str, namespace: str) -> dict[str, Any]:
+    """bench/kube_memory.py in a process of its own, without and with --trace; their JSON."""
+    result: dict[str, Any] = {}
+    for trace in ([], ["--trace"]):
+        probe = subprocess.run(  # noqa: S603 - this interpreter, a script of the repository
+            [
+                sys.executable, str(Path(__file__).with_name("kube_memory.py")),
+                "--database-url", database_url, "--kubeconfig", str(server.admin_kubeconfig),
+                "--namespace", namespace, *trace,
+            ],
+            check=True, capture_output=True, text=True,
+        )  # fmt: skip
+        result.update(json.loads(probe.stdout))
+    return result
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--users", type=int, default=1000)
@@ -182,6 +245,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--compare", action="store_true", help="also passes without the login ConfigMaps")
     parser.add_argument("--templates-dir", help="kube.templates_dir for every pass (see the docstring)")
     parser.add_argument("--upgrade", action="store_true", help="last, a pass with the shipped templates")
+    parser.add_argument("--floor", action="store_true", help="the raw floor before SUP's first pass")
+    parser.add_argument("--memory", action="store_true", help="what the caches hold (kube_memory.py)")
+    parser.add_argument("--first-only", action="store_true", help="stop after the first pass")
     args = parser.parse_args(argv)
     load_before = os.getloadavg()
 
@@ -190,6 +256,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     results: dict[str, float] = {}
     counts: dict[str, Any] = {}
     sizes: dict[str, str] = {}
+    sequential_rate = None
     try:
         database_url = f"sqlite:///{work / 'sup.db'}"
         migrate.upgrade(database_url)
@@ -210,11 +277,28 @@ def main(argv: Sequence[str] | None = None) -> None:
         with timed(results, "derive the desired state from the store"):
             desired = desired_state(sessions, settings)
 
-        with timed(results, f"SUP first pass (observe + diff + apply, {args.workers} in flight)"):
+        floor_rate = None
+        if args.floor:
+            floor_settings = settings_for(server.new_namespace("bench-floor"), workers=args.workers)
+            bodies = floor_bodies(floor_settings, desired)
+            name = f"raw floor: the same objects, a plain client ({args.workers} in flight)"
+            with timed(results, name):
+                counts["raw floor"] = floor_pass(server, bodies, args.workers)
+            floor_rate = len(bodies) / results[name]
+            del bodies
+
+        first_name = f"SUP first pass (observe + diff + apply, {args.workers} in flight)"
+        with timed(results, first_name):
             first = one_pass(settings, desired, apply=True)
         counts["first pass"] = first
         objects = first["changes"]
-        first_rate = objects / results[f"SUP first pass (observe + diff + apply, {args.workers} in flight)"]
+        first_rate = objects / results[first_name]
+        if floor_rate:
+            counts["SUP first pass / raw floor (time)"] = round(floor_rate / first_rate, 2)
+        if args.memory:
+            counts["memory (kube_memory.py)"] = memory_probe(server, database_url, namespace)
+        if args.first_only:
+            raise _Done
 
         with timed(results, "SUP no-change pass (observe + diff)"):
             again = one_pass(settings, desired, apply=False)
@@ -264,12 +348,13 @@ def main(argv: Sequence[str] | None = None) -> None:
             with timed(results, "no-change pass after the upgrade (observe + diff)"):
                 counts["no-change pass after the upgrade"] = one_pass(upgraded, current, apply=False)
 
-        sequential_rate = None
         if args.sequential:
             other = settings_for(server.new_namespace("bench-seq"), workers=1)
             with timed(results, "SUP first pass, workers=1"):
                 counts["sequential first pass"] = one_pass(other, desired, apply=True)
             sequential_rate = objects / results["SUP first pass, workers=1"]
+    except _Done:
+        pass
     finally:
         watch.reset()
         server.stop()
@@ -285,6 +370,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         rate = ""
         if name.startswith("SUP first pass ("):
             rate = f"{first_rate:,.0f}"
+        elif name.startswith("raw floor") and floor_rate:
+            rate = f"{floor_rate:,.0f}"
         elif name == "SUP first pass, workers=1" and sequential_rate:
             rate = f"{sequential_rate:,.0f}"
         print(f"| {name} | {seconds:.2f} | {rate} |")
