@@ -100,3 +100,27 @@ def test_packed_bodies_take_a_fraction_of_the_decoded_ones() -> None:
     decoded = held(lambda body: json.loads(json.dumps(body)))
     packed = held(PackedBody)
     assert packed * 3 < decoded, (packed, decoded)
+
+
+def test_what_repeats_from_object_to_object_is_kept_once() -> None:
+    # as two list pages decode them: no string or list in common
+    first, second = (PackedBody(json.loads(json.dumps(statefulset(n)))) for n in (3, 4))
+    one, other = first["metadata"], second["metadata"]
+    assert one["managedFields"] is other["managedFields"]  # the same writers: one list
+    assert next(iter(one["labels"])) is next(iter(other["labels"]))  # label keys interned
+    assert first["status"] is second["status"]  # equal statuses: one dict
+    assert one["uid"] != other["uid"]
+    # values that differ only in type are not taken for each other
+    ready = PackedBody({"metadata": {"name": "a"}, "status": {"ready": True}})
+    counted = PackedBody({"metadata": {"name": "b"}, "status": {"ready": 1}})
+    assert ready["status"] == {"ready": True} and counted["status"] == {"ready": 1}
+    assert ready["status"]["ready"] is True and counted["status"]["ready"] == 1
+    assert counted["status"]["ready"] is not True
+
+
+def test_a_body_without_metadata_or_status_reads_as_it_was() -> None:
+    packed = PackedBody({"kind": "ConfigMap", "data": {"a": "b"}})
+    assert "metadata" not in packed and packed.get("status") is None
+    assert packed.unpacked() == {"kind": "ConfigMap", "data": {"a": "b"}}
+    with pytest.raises(KeyError):
+        packed["metadata"]
