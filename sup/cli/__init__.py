@@ -80,6 +80,9 @@ def serve(
         log_config=None,  # keep logs.configure's handler: uvicorn's lines in the same format
         proxy_headers=False,
         server_header=False,
+        # uvicorn's default (5 s) equals httpx's pool expiry and is below load balancers' idle
+        # timeouts: a client reusing a connection as SUP closes it gets a reset (api settings)
+        timeout_keep_alive=cli.settings.api.keep_alive_seconds,
     )
     server = uvicorn.Server(config)
     try:

@@ -33,7 +33,8 @@ class LogSettings(Section):
 
 
 class ApiSettings(Section):
-    """The HTTP API's limits (settings key `api`): request size, paging, and the rate of writes."""
+    """The HTTP API's limits (settings key `api`): request size, paging, the rate of writes, and how
+    long an idle client connection is kept."""
 
     max_body_bytes: int = Field(
         1024 * 1024, ge=1024, description="larger request bodies get 413, on every path"
@@ -48,6 +49,15 @@ class ApiSettings(Section):
         "client is a bearer token that verifies (a live SUP token; an OIDC token's issuer and sub), "
         "else the client address (no token, or a made-up one); past it: 429 with Retry-After. SCIM "
         "has its own, scim.rate_limit; the gateway's endpoints too, gateway.api_rate_limit",
+    )
+    keep_alive_seconds: int = Field(
+        75,
+        ge=1,
+        le=3600,
+        description="how long `sup serve` keeps an idle client connection open; keep it above the "
+        "idle timeout of the clients' connection pools and of any load balancer in front (often 60 "
+        "s), so SUP is never the side that closes a connection a client is about to reuse: a "
+        "request sent as it closes is reset, not answered",
     )
 
 
