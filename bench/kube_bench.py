@@ -234,6 +234,17 @@ def memory_probe(server: KubeApiServer, database_url: str, namespace: str) -> di
     return result
 
 
+def wide_ids(users: int) -> dict[str, Any]:
+    """The default uid range holds 40,000 users: above that, ids as an operator would set them
+    (scale_bench.py's widen_ids)."""
+    if users <= 40_000:
+        return {}
+    return {
+        "uid_range": {"min": 10_000, "max": 10_000 + 2 * users},
+        "gid_range": {"min": 1_000_000, "max": 1_099_999},
+    }
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--users", type=int, default=1000)
@@ -267,6 +278,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             return Settings(
                 database_url=database_url,
                 kube={"namespace": namespace, "kubeconfig": str(server.admin_kubeconfig), **kube},
+                ids=wide_ids(args.users),
             )
 
         namespace = server.new_namespace("bench")
