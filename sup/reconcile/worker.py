@@ -1,7 +1,9 @@
 """The reconciler `sup serve` runs in the background: outbox-driven passes within seconds of a write,
 a full pass on a schedule, retries with backoff, and leader election between replicas.
 
-One loop, every `reconcile.poll_seconds`:
+One loop, every `reconcile.poll_seconds`, and at once when this process commits outbox marks
+(outbox.on_commit: a write through this process's API wakes it; other processes' writes wait for
+the poll):
 - not the leader: try for the lease every `leader_retry_seconds` (standby replicas wait here);
 - new work in the outbox (its content changed since the last pass): a pass, once the writes have
   been quiet for `debounce_seconds` so a burst becomes one pass;
@@ -22,7 +24,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +38,7 @@ from sup.reconcile.leader import Lease
 from sup.reconcile.lifecycle import expire_suspended
 from sup.reconcile.planner import Pass, TargetOpener, run_pass
 from sup.reconcile.steps import STEPS, DesiredStep
+from sup.store import outbox
 from sup.store.locks import LockTimeout, exclusive
 from sup.store.models import OutboxMark, utcnow
 from sup.store.session import make_sessionmaker
@@ -81,6 +84,8 @@ class Reconciler:
         self.lease = Lease(engine)
         self.state = WorkerState()
         self._stop = threading.Event()
+        self._wake = threading.Event()  # set by a commit of outbox marks, and by stop()
+        self._unsubscribe: Callable[[], None] | None = None
         self._thread: threading.Thread | None = None
         self._next_full = 0.0  # a full pass right after taking the lead
         self._next_lease_try = 0.0
@@ -92,11 +97,15 @@ class Reconciler:
     # --- lifecycle of the thread ----------------------------------------------------------------------
 
     def start(self) -> None:
+        self._unsubscribe = outbox.on_commit(self._wake.set)
         self._thread = threading.Thread(target=self._loop, name="sup-reconciler", daemon=True)
         self._thread.start()
 
     def stop(self, timeout: float = 30) -> None:
         self._stop.set()
+        self._wake.set()
+        if self._unsubscribe is not None:
+            self._unsubscribe()
         if self._thread is not None:
             self._thread.join(timeout)
         self.lease.release()
@@ -104,13 +113,23 @@ class Reconciler:
         self.state.role = "stopped"
 
     def _loop(self) -> None:
-        poll = self.settings.reconcile.poll_seconds
         while not self._stop.is_set():
             try:
                 self.tick(time.monotonic())
             except Exception:  # keep the loop alive whatever one tick did (the database may be down)
                 log.exception("reconciler tick failed")
-            self._stop.wait(poll)
+            self._wake.wait(self._pause(time.monotonic()))
+            self._wake.clear()  # a commit after this is seen by the tick that follows
+
+    def _pause(self, now: float) -> float:
+        """Until the next tick: the poll, or less when a write's debounce ends sooner. A debounce
+        already over (the tick could not pass: the store failed, a manual reconcile held the
+        lock) waits the poll, not a busy loop."""
+        rules = self.settings.reconcile
+        if self._changed_at is None:
+            return rules.poll_seconds
+        remaining = self._changed_at + rules.debounce_seconds - now
+        return remaining if 0 < remaining < rules.poll_seconds else rules.poll_seconds
 
     # --- one tick -------------------------------------------------------------------------------------
 

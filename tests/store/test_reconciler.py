@@ -6,6 +6,7 @@ are driven by the same loop in tests/e2e.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from typing import Any
@@ -236,3 +237,47 @@ def test_status_is_pending_until_a_pass_decides(
     worker.tick(now=100.6)
     worker.tick(now=101.2)
     assert fake_state() == ("in_sync", None)
+
+
+def test_a_write_in_this_process_wakes_the_reconciler_before_its_poll(
+    database_url: str, engine: Engine, sessions: sessionmaker[Session], fake: FakeTarget
+) -> None:
+    """The poll is a minute here: within the 10 s waited, only the commit's wake-up can make the pass."""
+    settings = _settings(database_url, poll_seconds=60, debounce_seconds=0.2)
+    reconciler = Reconciler(settings, engine, specs=[fake_spec(fake)])
+    reconciler.start()
+    try:
+        _wait_for(lambda: reconciler.state.last_trigger == "schedule")  # the first, full pass
+        _create(sessions, settings, "ayo")
+        _wait_for(lambda: fake.system == {"ayo": 10000})
+        assert reconciler.state.last_trigger == "outbox"
+        with sessions.begin() as session:  # a transaction without marks wakes nobody
+            session.execute(select(User.id)).all()
+        assert reconciler.state.last_trigger == "outbox"
+    finally:
+        reconciler.stop()
+
+
+def test_a_rolled_back_write_leaves_no_wake_up_behind(sessions: sessionmaker[Session]) -> None:
+    from sup.store import outbox
+
+    woken: list[int] = []
+    stop = outbox.on_commit(lambda: woken.append(1))
+    try:
+        with sessions() as session:
+            outbox.mark_dirty(session, "user", "kim")
+            session.rollback()
+            session.commit()  # nothing of the mark's transaction is left to announce
+        assert woken == []
+        with sessions.begin() as session:
+            outbox.mark_dirty(session, "user", "kim")
+        assert woken == [1]
+    finally:
+        stop()
+
+
+def _wait_for(condition: Callable[[], bool], timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "not reached"
+        time.sleep(0.02)
