@@ -47,9 +47,10 @@ import sys
 import tempfile
 import time
 import traceback
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -68,6 +69,7 @@ from bench.fullstack import (
     timed,
     wait_until,
 )
+from sup.reconcile.metrics import PASS_DURATION
 from sup.reconcile.planner import run_pass
 from sup.reconcile.worker import Reconciler
 from sup.store.models import Group, OutboxMark, SshKey, User
@@ -188,6 +190,22 @@ def first_passes(stack: FullStack, report: Report, per_target: bool) -> None:
             report.add(label, f"{seconds:.1f} s ({writes})")
 
 
+def target_seconds_so_far() -> dict[str, float]:
+    """Seconds each target's passes took in this process so far (the planner's own histogram:
+    observe, plan and apply of that target, which runs beside the others)."""
+    found: dict[str, float] = {}
+    for metric in PASS_DURATION.collect():
+        for sample in metric.samples:
+            if sample.name.endswith("_sum") and sample.labels.get("mode") == "reconcile":
+                found[sample.labels["target"]] = sample.value
+    return found
+
+
+def target_seconds(targets: Sequence[Any], before: dict[str, float]) -> dict[str, float]:
+    after = target_seconds_so_far()
+    return {t.target: after.get(t.target, 0.0) - before.get(t.target, 0.0) for t in targets}
+
+
 def no_change_passes(stack: FullStack, report: Report, passes: int = 3) -> None:
     engine = make_engine(stack.url)
     settings = stack.settings
@@ -198,13 +216,15 @@ def no_change_passes(stack: FullStack, report: Report, passes: int = 3) -> None:
             with report.step(f"no-change full pass {n}"):
                 # Each tick is due for a scheduled (full) pass: the clock it is given has moved past
                 # the interval since the last one.
+                before = target_seconds_so_far()
                 seconds, result = timed(lambda c=clock: worker.tick(c))  # type: ignore[misc]
                 clock += settings.reconcile.interval_seconds + 1
                 if result is None:
                     raise RuntimeError(
                         "the reconciler ran no pass (no lease, or the reconcile lock was held)"
                     )
-                states = ", ".join(f"{t.target} {t.state}" for t in result.targets)
+                spent = target_seconds(result.targets, before)
+                states = ", ".join(f"{t.target} {t.state} {spent[t.target]:.1f} s" for t in result.targets)
                 applied = sum(len(t.applied) for t in result.targets)
                 bold = "**" if n > 1 else ""
                 report.add(
