@@ -236,7 +236,7 @@ def memory_probe(server: KubeApiServer, database_url: str, namespace: str) -> di
 
 def wide_ids(users: int) -> dict[str, Any]:
     """The default uid range holds 40,000 users: above that, ids as an operator would set them
-    (scale_bench.py's widen_ids)."""
+    (uids from 10000 up, ordinary groups' gids far above them; scale_bench.py uses these too)."""
     if users <= 40_000:
         return {}
     return {

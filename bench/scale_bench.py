@@ -69,6 +69,7 @@ from bench.fullstack import (
     timed,
     wait_until,
 )
+from bench.kube_bench import wide_ids
 from sup.reconcile.metrics import PASS_DURATION
 from sup.reconcile.planner import run_pass
 from sup.reconcile.worker import Reconciler
@@ -168,10 +169,7 @@ def widen_ids(stack: FullStack, needed: int) -> None:
     operator would: uids from 10000 up, ordinary groups' gids far above them."""
     if needed <= 40_000:
         return
-    stack.config["ids"] = {
-        "uid_range": {"min": 10_000, "max": 10_000 + 2 * needed},
-        "gid_range": {"min": 1_000_000, "max": 1_099_999},
-    }
+    stack.config["ids"] = wide_ids(needed)
     print(f"  ids: {stack.config['ids']} (the default uid range is too small)", file=sys.stderr)
 
 
