@@ -108,7 +108,7 @@ def _memberships(
                     tuple_(Membership.group_id, Membership.user_id).in_(keys[start : start + 400])
                 )
             )
-    mark_dirty_many(session, "group", groups)
+    mark_dirty_many(session, "members", groups)
     mark_dirty_many(session, "user", users)
     by_group: dict[str, list[str]] = defaultdict(list)
     for g, u in pairs:

@@ -1,7 +1,10 @@
 """Membership changes as deltas, from either side (a user's groups or a group's members).
 
 Every change marks both the user and the group dirty: the LDAP target rewrites the group's member
-list, the Slurm target the user's associations.
+list, the Slurm target the user's associations. The group's mark is of kind `members` (its member
+list changed, nothing else about it): a target that renders a group's name and gid into each
+member's objects, but not who else is in it (the Kubernetes login files), can then stay scoped to
+the users who joined or left instead of re-reading every member.
 """
 
 from __future__ import annotations
@@ -14,12 +17,12 @@ from sup.store.outbox import mark_dirty, mark_dirty_many
 
 def _link(session: Session, group: Group, user: User, source: str) -> None:
     session.add(Membership(group_id=group.id, user_id=user.id, source=source))
-    mark_dirty(session, "group", group.name)
+    mark_dirty(session, "members", group.name)
     mark_dirty(session, "user", user.username)
 
 
 def _unlink(session: Session, membership: Membership) -> None:
-    mark_dirty(session, "group", membership.group.name)
+    mark_dirty(session, "members", membership.group.name)
     mark_dirty(session, "user", membership.user.username)
     session.delete(membership)
 
@@ -43,7 +46,7 @@ def _replace(
             session.add(Membership(group_id=group.id, user_id=user.id, source=source))
             groups.add(group.name)
             users.add(user.username)
-    mark_dirty_many(session, "group", groups)
+    mark_dirty_many(session, "members", groups)
     mark_dirty_many(session, "user", users)
     session.flush()
     return set(wanted) != set(current)

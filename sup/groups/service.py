@@ -202,13 +202,20 @@ def update_group(
     for field, value in changes.items():
         setattr(group, field, value)
 
-    if snapshot(group) == before:
+    after = snapshot(group)
+    if after == before:
         return group
     group.updated_at = utcnow()
-    mark_dirty(session, "group", group.name)
+    if _attributes(after) != _attributes(before):  # a new member list alone is marked `members`
+        mark_dirty(session, "group", group.name)
     session.flush()
     record(session, actor, "update", "group", group.name, before=before, after=snapshot(group))
     return group
+
+
+def _attributes(snapshot: dict[str, Any]) -> dict[str, Any]:
+    """A group's snapshot without its member list (set_group_members marks that change itself)."""
+    return {key: value for key, value in snapshot.items() if key != "members"}
 
 
 def _change_gid(session: Session, settings: Settings, group: Group, gid: int) -> None:

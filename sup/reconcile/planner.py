@@ -242,11 +242,12 @@ def scope_of(marks: Sequence[tuple[str, str, int]]) -> Scope | None:
     """The users and groups the outbox marks name, or None (a full pass) when there are none, or too
     many users to read one by one."""
     users = frozenset(name for kind, name, _ in marks if kind == "user")
-    groups = frozenset(name for kind, name, _ in marks if kind == "group")
+    changed = frozenset(name for kind, name, _ in marks if kind == "group")
+    members = frozenset(name for kind, name, _ in marks if kind == "members")
     accounts = frozenset(name for kind, name, _ in marks if kind == "slurm_account")
     if not marks or len(users) > MAX_SCOPED_USERS:
         return None
-    return Scope(users, groups, accounts)
+    return Scope(users, changed | members, accounts, members_only=members - changed)
 
 
 def _spent(sessions: sessionmaker[Session], target: str, window: int) -> Spent:

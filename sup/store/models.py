@@ -312,7 +312,7 @@ class OutboxMark(Base):
 
     __tablename__ = "outbox"
 
-    kind: Mapped[str] = mapped_column(String(16), primary_key=True)  # user | group | slurm_account
+    kind: Mapped[str] = mapped_column(String(16), primary_key=True)  # user | group | members | slurm_account
     name: Mapped[str] = mapped_column(String(64), primary_key=True)
     generation: Mapped[int] = mapped_column(Integer, default=1)
     marked_at: Mapped[datetime] = mapped_column(default=utcnow, index=True)

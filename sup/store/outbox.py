@@ -23,7 +23,9 @@ from sqlalchemy.orm import Session
 from sup.store.models import OutboxMark, utcnow
 from sup.store.session import is_postgresql
 
-MarkKind = Literal["user", "group", "slurm_account"]
+# "members": only a group's member list changed; the users who joined or left are marked too, so a
+# target whose objects list a group's attributes but not its other members can stay scoped.
+MarkKind = Literal["user", "group", "members", "slurm_account"]
 MARKED = "sup.outbox.marked"  # session.info: this transaction wrote marks
 
 log = logging.getLogger(__name__)

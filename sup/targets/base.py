@@ -112,6 +112,14 @@ class Scope:
     users: frozenset[str]
     groups: frozenset[str]
     accounts: frozenset[str] = frozenset()  # Slurm accounts the outbox named (slurm_account marks)
+    # Those of `groups` named only because their member list changed (`members` marks): whoever
+    # joined or left is among `users`, and nothing else about the group changed.
+    members_only: frozenset[str] = frozenset()
+
+    @property
+    def changed_groups(self) -> frozenset[str]:
+        """The groups whose own attributes (name, gid, description, ...) may have changed."""
+        return self.groups - self.members_only
 
 
 class ObserveError(Exception):

@@ -123,7 +123,8 @@ def create_users(
     if links:
         session.execute(insert(Membership), links)
     mark_dirty_many(session, "user", user_id)
-    mark_dirty_many(session, "group", [*user_id, *wanted_groups])
+    mark_dirty_many(session, "group", user_id)  # their private groups are new
+    mark_dirty_many(session, "members", wanted_groups)
     lines = {s.username: [parse_ssh_public_key(k).line for k in s.ssh_public_keys] for s in specs}
     entries = [
         (

@@ -489,7 +489,7 @@ def delete_user(session: Session, actor: Actor, username: str, expected_version:
         ids.release(session, "gid", user.private_group.gid_number)
         mark_dirty(session, "group", user.private_group.name)
     for membership in user.memberships:
-        mark_dirty(session, "group", membership.group.name)
+        mark_dirty(session, "members", membership.group.name)
     mark_dirty(session, "user", username)
     session.delete(user)
     session.flush()

@@ -50,7 +50,7 @@ def test_create_marks_user_and_private_group_dirty(
     client.post(USERS, json={"username": "kim", "groups": ["physics"]}, headers=operator)
     with sessions() as session:
         marks = {(kind, name) for kind, name, _ in pending(session)}
-    assert {("user", "kim"), ("group", "kim"), ("group", "physics")} <= marks
+    assert {("user", "kim"), ("group", "kim"), ("members", "physics")} <= marks
 
 
 def test_duplicate_username_is_409(client: TestClient, operator: dict[str, str]) -> None:

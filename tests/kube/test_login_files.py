@@ -193,3 +193,5 @@ def test_a_shared_groups_change_needs_a_full_read() -> None:
     assert can_scope(kube, Scope(frozenset({"kim"}), frozenset({"kim"})), desired)  # her private group
     assert not can_scope(kube, Scope(frozenset(), frozenset({"physics"})), desired)
     assert can_scope(kube, Scope(frozenset({"kim"}), frozenset({"gone"})), desired)  # deleted: members named
+    joined = Scope(frozenset({"kim"}), frozenset({"physics"}), members_only=frozenset({"physics"}))
+    assert can_scope(kube, joined, desired)  # only who is in it changed, and who joined is named

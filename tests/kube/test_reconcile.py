@@ -513,3 +513,39 @@ def test_with_login_groups_only_their_members_get_a_home_and_a_login_pod(
 def test_login_groups_must_be_posix_names() -> None:
     with pytest.raises(ValidationError, match="login_groups"):
         KubeSettings(namespace="n", login_groups=["Not A Group"])
+
+
+def test_joining_a_shared_group_keeps_the_pass_scoped_to_who_joined(site: Site) -> None:
+    """A member list's change names who joined or left (a `members` mark): the pass after it reads
+    and writes their objects only, and the other members' login files, which list the group with
+    their own name alone, stay as they are. The group's own change (a new gid, which every member's
+    files list) still makes the pass read the whole namespace."""
+    site.add_user("kim")
+    site.add_user("saul")
+    site.add_group("physics", members=["saul"])
+    site.converge()
+    assert run_pass(site.settings, site.sessions, apply=True, opener=site._open).ok  # clears the outbox
+    before = site.versions()
+
+    site.update_group("physics", members=["kim", "saul"])
+    scoped = run_pass(site.settings, site.sessions, apply=True, scoped=True, opener=site._open)
+    (kube,) = [t for t in scoped.targets if t.target == "kube"]
+    assert kube.scoped and kube.state == "applied"
+    assert {(c.action, c.kind, c.name) for c in kube.changes} == {
+        ("update", "login_config", "login-kim"),
+        ("update", "workload", "login-kim"),  # her pod's supplementalGroups
+    }
+    files = site.get("login_config", "login-kim")
+    assert files is not None and f"physics:x:{site.gid('physics')}:kim\n" in files["data"]["group"]
+    after = site.versions()
+    assert {key for key in after if after[key] != before.get(key)} == {
+        ("login_config", "login-kim"),
+        ("workload", "login-kim"),
+    }
+
+    site.update_group("physics", gid_number=site.gid("physics") + 1)
+    renumbered = run_pass(site.settings, site.sessions, apply=True, scoped=True, opener=site._open)
+    (kube,) = [t for t in renumbered.targets if t.target == "kube"]
+    assert not kube.scoped and kube.state == "applied"
+    assert {c.name for c in kube.changes if c.kind == "login_config"} == {"login-kim", "login-saul"}
+    assert site.converge().changes == []

@@ -131,6 +131,13 @@ def test_a_scope_names_the_marked_users_and_groups_and_is_none_when_too_wide() -
     assert scope_of([]) is None  # nothing named: a full pass
     named = scope_of([("slurm_account", "phys", 1), ("user", "kim", 1)])
     assert named == Scope(frozenset({"kim"}), frozenset(), frozenset({"phys"}))  # Slurm's can_scope says no
+    joined = scope_of(
+        [("user", "kim", 1), ("members", "physics", 1), ("members", "chem", 1), ("group", "chem", 1)]
+    )
+    assert joined == Scope(
+        frozenset({"kim"}), frozenset({"physics", "chem"}), members_only=frozenset({"physics"})
+    )
+    assert joined.changed_groups == {"chem"}  # renamed or renumbered too: not a member list alone
     many = [("user", f"u{i}", 1) for i in range(MAX_SCOPED_USERS + 1)]
     assert scope_of(many) is None  # one GET per object would cost more than a list
 

@@ -22,10 +22,13 @@ def _open(context: TargetContext[KubeSettings]) -> KubeTarget:
 
 def can_scope(settings: KubeSettings, scope: Scope, desired: DesiredState) -> bool:
     """Whether a pass may read and plan only the scope's users: not when a group login pod, which
-    mounts its members' homes, depends on what changed, nor when a shared group changed (its
-    members' login files list it, and the outbox names the group, not who joined or left it); then
-    the whole namespace is read. A private group changes with its user, whom the outbox names."""
-    if any(name in desired.groups and not desired.groups[name].private for name in scope.groups):
+    mounts its members' homes, depends on what changed, nor when a shared group itself changed (a
+    new name or gid: every member's login files list it); then the whole namespace is read.
+
+    A shared group whose member list alone changed (a `members` mark) keeps the pass scoped: a
+    user's login files list each of their groups with that user only, and the outbox names the
+    users who joined or left. A private group changes with its user, whom the outbox names too."""
+    if any(name in desired.groups and not desired.groups[name].private for name in scope.changed_groups):
         return False
     if not settings.group_pods:
         return True
