@@ -58,10 +58,12 @@ def serve(
     from sup import logs
     from sup.app import create_app
     from sup.cli import workers as supervisor
+    from sup.common import memory
 
     cli = context()
     cli.require_migrated()
     logs.configure(cli.settings.log.format, log_level)  # log.format: json (default) or text
+    memory.limit_arenas()  # before the reconciler's and the API's threads (sup/common/memory.py)
     if workers > 1:
         if cli.engine.dialect.name == "sqlite":
             fail("--workers above 1 needs PostgreSQL: SQLite takes one writer at a time", Exit.USAGE)

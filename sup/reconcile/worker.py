@@ -32,6 +32,7 @@ from sqlalchemy import Engine, func, select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
+from sup.common import memory
 from sup.config import Settings
 from sup.reconcile import metrics
 from sup.reconcile.leader import Lease
@@ -211,6 +212,8 @@ class Reconciler:
             self._schedule_retry(now)
             return None
         metrics.PASSES.labels(trigger).inc()
+        if trigger != "outbox":
+            memory.trim()  # a full pass's reads are garbage now: give their pages back
         self._seen, self._changed_at = fingerprint, None
         if trigger == "schedule":
             self._next_full = now + rules.interval_seconds
