@@ -124,6 +124,25 @@ def test_user_moves_between_accounts(
     assert plan(science, store) == []
 
 
+def test_a_default_account_changed_by_hand_is_put_back(
+    science: Settings, store: sessionmaker[Session], slurmdbd: SlurmdbdServer, cluster: str
+) -> None:
+    """A full pass reads each user's default account from their default associations (OnlyDefaults),
+    not from `show user`: a default someone moved is seen, and only that user is written."""
+    h.change_user(store, science, "saul", slurm_default_account="phys")
+    reconcile(science, store)
+    assert h.defaults(slurmdbd, cluster)["saul"] == "phys"
+    slurmdbd.sacctmgr(
+        "modify", "user", "where", "name=saul", f"cluster={cluster}", "set", "DefaultAccount=chem"
+    )
+    assert h.defaults(slurmdbd, cluster)["saul"] == "chem"
+
+    assert plan(science, store) == [("update", "user", "saul")]
+    reconcile(science, store)
+    assert h.defaults(slurmdbd, cluster) == {"kim": "phys", "saul": "phys", "lalo": "chem"}
+    assert plan(science, store) == []
+
+
 def test_account_parent_fairshare_qos_and_limit_changes(
     science: Settings, store: sessionmaker[Session], slurmdbd: SlurmdbdServer, cluster: str
 ) -> None:

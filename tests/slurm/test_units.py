@@ -77,6 +77,14 @@ def test_unexpected_output_is_an_observe_error() -> None:
         parse.associations(good.replace("c1", "c2"), "c1")
     with pytest.raises(ObserveError):
         parse.users("kim\n")
+    with pytest.raises(ObserveError):
+        parse.default_accounts("kim|phys|extra\n")
+
+
+def test_a_full_reads_defaults_and_levels_come_from_their_own_reads() -> None:
+    # One default association per partition: all of the one default account.
+    assert parse.default_accounts("Kim|Phys\nkim|phys\nsaul|chem\n") == {"kim": "phys", "saul": "chem"}
+    assert parse.admin_levels("root|Administrator\nkim|\n") == {"root": "Administrator", "kim": "None"}
 
 
 def test_values_compare_as_slurm_means_them() -> None:

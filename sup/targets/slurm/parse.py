@@ -23,7 +23,15 @@ ASSOCIATION_FIELDS: tuple[str, ...] = (
     *(a.show for a in ATTRIBUTES),
 )
 # `show user where cluster=C`: every user, with the default account on C ("" if none) and AdminLevel.
+# A scoped pass reads its few users so; a full pass reads DEFAULT_FIELDS and LEVEL_FIELDS instead:
+# slurmdbd looks each user's default account up on its own (0.8 s for 10,000 users, against 0.15 s
+# without the column and 0.5 s for the default associations).
 USER_FIELDS = ("User", "DefaultAccount", "AdminLevel")
+# `show user` (no cluster): every user's AdminLevel, which is not per cluster.
+LEVEL_FIELDS = ("User", "AdminLevel")
+# `show association where cluster=C onlydefaults`: each user's default association on C (is_def).
+DEFAULT_FIELDS = ("User", "Account")
+ONLY_DEFAULTS = "OnlyDefaults"
 ACCOUNT_FIELDS = ("Account", "Coordinators", "Organization", "Description")
 CLUSTER_FIELDS = ("Cluster",)
 
@@ -66,6 +74,21 @@ def associations(text: str, cluster: str) -> list[Association]:
             )
         )
     return result
+
+
+def admin_levels(text: str) -> dict[str, str]:
+    """user -> AdminLevel, from `show user` with LEVEL_FIELDS."""
+    return {user.lower(): level or "None" for user, level in _rows(text, LEVEL_FIELDS, "users")}
+
+
+def default_accounts(text: str) -> dict[str, str]:
+    """user -> default account on the cluster asked for, from its default associations (a user
+    with an association per partition has several rows, all of the one default account)."""
+    defaults: dict[str, str] = {}
+    for user, account in _rows(text, DEFAULT_FIELDS, "default associations"):
+        if user and account:
+            defaults.setdefault(user.lower(), account.lower())
+    return defaults
 
 
 def users(text: str) -> tuple[dict[str, str], dict[str, str]]:

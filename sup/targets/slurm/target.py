@@ -39,8 +39,8 @@ class SlurmTarget:
 
     def observe(self, scope: Scope | None = None) -> Observed:
         """Bulk reads, run side by side (reads are safe in parallel; each is mostly waiting on
-        slurmdbd round trips): the registered clusters, the accounts with their coordinators, and
-        per cluster its associations and its users (default account there, AdminLevel). Any failed
+        slurmdbd round trips): the registered clusters, the accounts with their coordinators, every
+        user's AdminLevel, and per cluster its associations and its users' default associations. Any failed
         or unexpected read raises ObserveError: nothing is decided from part of a picture.
 
         With a scope: per cluster the accounts' own rows and the scope's users' associations and
@@ -51,12 +51,15 @@ class SlurmTarget:
         named = frozenset(users or ())
 
         def reads(cluster: str) -> tuple[list[Future[str]], Future[str] | None]:
-            """The association reads of a cluster and its Slurm users' read (None: nobody to read)."""
+            """The association reads of a cluster and its users' defaults read (None: nobody to
+            read): a full pass reads the default associations, a scoped one its users' `show user`."""
             if users is None:
                 where = [f"Cluster={cluster}"]
                 return (
                     [pool.submit(run.show, "association", parse.ASSOCIATION_FIELDS, where=where)],
-                    pool.submit(run.show, "user", parse.USER_FIELDS, where=where),
+                    pool.submit(
+                        run.show, "association", parse.DEFAULT_FIELDS, where=[*where, parse.ONLY_DEFAULTS]
+                    ),
                 )
             found = [
                 pool.submit(
@@ -72,6 +75,7 @@ class SlurmTarget:
 
         with ThreadPoolExecutor(max_workers=min(8, 2 + 3 * len(clusters))) as pool:
             registered = pool.submit(run.show, "cluster", parse.CLUSTER_FIELDS)
+            everyone = pool.submit(run.show, "user", parse.LEVEL_FIELDS) if users is None else None
             accounts = pool.submit(run.show, "account", parse.ACCOUNT_FIELDS, extra=["withcoord"])
             per_cluster = {cluster: reads(cluster) for cluster in clusters}
             known = parse.clusters(registered.result())
@@ -99,9 +103,13 @@ class SlurmTarget:
                                 state.users[row.key] = row
                         else:
                             state.accounts[row.account] = row
-                if slurm_users is not None:
+                if slurm_users is not None and everyone is not None:
+                    state.defaults = parse.default_accounts(slurm_users.result())
+                elif slurm_users is not None:
                     state.defaults, levels = parse.users(slurm_users.result())
                 states[cluster] = state
+            if everyone is not None:
+                levels = parse.admin_levels(everyone.result())
             return Observed(
                 clusters=states,
                 accounts=parse.accounts(accounts.result()),
