@@ -11,7 +11,10 @@ load generator of bench/loadgen.py (its own process, so no Python client compete
 2. the same GET paced at 25 requests/s (Entra ID's minimum): p50/p99;
 3. `PATCH /Users/{id}` replacing displayName with a new value each time (an unchanged value writes
    nothing), cycling through 1,000 users;
-4. `POST /Users` of new users (userName unique per request).
+4. `PATCH /Groups/{id}` adding a member (a new one each time) to one of 50 groups;
+5. `POST /Users` of new users (userName unique per request).
+Before them, `GET /healthz` as fast as answered: what the same server, client and machine do with no
+token, no store and no SCIM (the HTTP ceiling the SCIM rows compare with).
 Prints a Markdown table. Not a test: nothing here asserts a time. The push-to-login latency (SCIM
 POST until getent succeeds through sssd) needs the reconciler's outbox worker and is not measured here.
 """
@@ -44,6 +47,9 @@ from tests.support.postgres import PostgresServer
 from tests.support.server import SupServer
 
 CONNECTION = "bench"
+GROUP_SCHEMA = "urn:ietf:params:scim:schemas:core:2.0:Group"
+GROUPS = 50
+MEMBER_USERS = 999
 
 
 def fill(url: str, users: int) -> None:
@@ -86,6 +92,15 @@ def measure(
         ids = [r["id"] for r in found]
         sample = f'userName eq "USER.{rng.randrange(users):05d}@CORP.EXAMPLE"'
         assert http.get("/Users", params={"filter": sample}).json()["totalResults"] == 1
+        groups = []
+        for g in range(GROUPS):
+            created = http.post(
+                "/Groups",
+                json={"schemas": [GROUP_SCHEMA], "displayName": f"bench-w{workers}-g{g}"},
+                headers={"Content-Type": "application/scim+json"},
+            )
+            created.raise_for_status()
+            groups.append(created.json()["id"])
     filters = [
         f"{base}/Users?filter=" + quote(f'userName eq "USER.{rng.randrange(users):05d}@CORP.EXAMPLE"')
         for _ in range(1000)
@@ -102,8 +117,21 @@ def measure(
         "name": {"givenName": "New", "familyName": "User {n}"},
         "emails": [{"value": f"new.w{workers}.{{n}}@corp.example", "type": "work", "primary": True}],
     }
+    # Request n adds user n % 999 to group n % 50 (999 and 50 have no common factor: no pair repeats
+    # in 49,950 requests, so every PATCH adds someone new, as an IdP's do).
+    member_bodies = [
+        json.dumps(
+            {
+                "schemas": ["urn:ietf:params:scim:api:messages:2.0:PatchOp"],
+                "Operations": [{"op": "add", "path": "members", "value": [{"value": user_id}]}],
+            }
+        )
+        for user_id in ids[:MEMBER_USERS]
+    ]
     run_load(filters[0], headers=auth, seconds=2, concurrency=concurrency, urls=filters)  # warm up
+    root = base.removesuffix("/scim/v2")
     results = {
+        "healthz": run_load(f"{root}/healthz", seconds=seconds, concurrency=concurrency),
         "get": run_load(filters[0], headers=auth, seconds=seconds, concurrency=concurrency, urls=filters),
         "get25": run_load(filters[0], headers=auth, seconds=seconds, concurrency=8, rate=25, urls=filters),
         "patch": run_load(
@@ -114,6 +142,15 @@ def measure(
             concurrency=concurrency,
             urls=[f"{base}/Users/{i}" for i in ids],
             bodies=[json.dumps(patch)],
+        ),
+        "member": run_load(
+            f"{base}/Groups/{groups[0]}",
+            method="PATCH",
+            headers=scim_json,
+            seconds=seconds,
+            concurrency=concurrency,
+            urls=[f"{base}/Groups/{g}" for g in groups],
+            bodies=member_bodies,
         ),
         "post": run_load(
             f"{base}/Users",
@@ -130,9 +167,11 @@ def measure(
 
 
 ROWS = (
+    ("healthz", "`GET /healthz` (no token, no store): the HTTP ceiling of the same server"),
     ("get", '`GET /Users?filter=userName eq "..."`, as fast as answered'),
     ("get25", "the same GET at 25 requests/s"),
     ("patch", "`PATCH /Users/{id}` (a new displayName each time)"),
+    ("member", "`PATCH /Groups/{id}` adding a member (a new one each time, 50 groups)"),
     ("post", "`POST /Users` (a new user each time)"),
 )
 
