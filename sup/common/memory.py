@@ -20,14 +20,11 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
-import logging
 import os
 from functools import cache
 
 ARENAS = 2
 M_ARENA_MAX = -8  # glibc's malloc.h
-
-log = logging.getLogger(__name__)
 
 
 @cache
