@@ -78,6 +78,10 @@ class _Service(SupScimService):
         return ScimResponse(HTTPStatus.OK, body)
 
 
+# Operations that read one resource and write it back: its row is locked for the transaction.
+CHANGES_ONE = frozenset({Operation.replace, Operation.patch, Operation.delete})
+
+
 @dataclass
 class ScimRuntime:
     settings: Settings
@@ -94,7 +98,12 @@ class ScimRuntime:
         """
         with ctx.sessions.begin() as session:
             storage = SqlStorage(
-                session, ctx.settings, ctx.actor, ctx.actor.name, savepoints=operation is Operation.bulk
+                session,
+                ctx.settings,
+                ctx.actor,
+                ctx.actor.name,
+                savepoints=operation is Operation.bulk,
+                lock=operation in CHANGES_ONE,
             )
             handler = SupScimHandler(self.service, storage)
             response: ScimResponse = getattr(handler, operation.value)(request)

@@ -6,8 +6,10 @@ Every test checks what the IdP gets back and what the store holds (users, member
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session, sessionmaker
@@ -22,6 +24,7 @@ from tests.scim.conftest import (
     USER_SCHEMA,
     create_group,
     create_user,
+    patch_body,
 )
 
 
@@ -355,3 +358,26 @@ def test_onelogin_legacy_core_schema_urn(client: TestClient, connection: Any) ->
     response = client.post(f"{SCIM}/Users", json=body, headers=onelogin)
     assert response.status_code == 201, response.text
     assert response.json()["schemas"][0] == USER_SCHEMA
+
+
+@pytest.mark.parametrize(
+    "database_url", [pytest.param("postgresql", marks=pytest.mark.postgres)], indirect=True
+)
+def test_member_patches_sent_side_by_side_all_land(
+    client: TestClient, okta: dict[str, str], sessions: sessionmaker[Session]
+) -> None:
+    """IdPs push a group's member changes in parallel and without If-Match: each PATCH applies to
+    what the others committed (the group's row is locked for the request), so none is refused with
+    409 and no member is lost. (SQLite takes one writer at a time: PostgreSQL only.)"""
+    ids = [create_user(client, okta, f"user{i}@corp.example")["id"] for i in range(24)]
+    group = create_group(client, okta, "Physics")
+
+    def add(user_id: str) -> int:
+        operation = {"op": "add", "path": "members", "value": [{"value": user_id}]}
+        url = f"{SCIM}/Groups/{group['id']}"
+        return client.patch(url, json=patch_body(operation), headers=okta).status_code
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        statuses = list(pool.map(add, ids))
+    assert statuses == [200] * len(ids)
+    assert _members(sessions, "physics") == {f"user{i}" for i in range(24)}
