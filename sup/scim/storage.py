@@ -140,9 +140,11 @@ class SqlStorage(ScimStorage):
         lock: bool = False,
     ) -> None:
         """`lock`: the request changes the resource it reads (PUT, PATCH, DELETE): on PostgreSQL its
-        row is read FOR UPDATE, so two requests changing one resource take turns (each applies its
-        change to what the other committed) instead of the second failing with 409 at its UPDATE.
-        IdPs send a group's member PATCHes side by side, and none of them sends If-Match."""
+        row is read FOR NO KEY UPDATE, so two requests changing one resource take turns (each
+        applies its change to what the other committed) instead of the second failing with 409 at
+        its UPDATE. IdPs send a group's member PATCHes side by side, and none sends If-Match. (Not
+        FOR UPDATE: that would also hold up a membership's foreign-key check on a user being
+        patched.)"""
         self.session = session
         self.lock = lock and session.get_bind().dialect.name == "postgresql"
         self.settings = settings
@@ -179,7 +181,7 @@ class SqlStorage(ScimStorage):
             return known
         query = select(StoreUser).where(StoreUser.scim_id == scim_id).options(*_user_options())
         if self.lock:
-            query = query.with_for_update(of=StoreUser)
+            query = query.with_for_update(of=StoreUser, key_share=True)
         user = self.session.scalars(query).one_or_none()
         if user is None:
             raise NotFoundException(detail=f"no User with id {scim_id!r}")
@@ -194,7 +196,7 @@ class SqlStorage(ScimStorage):
             .options(*_group_options())
         )
         if self.lock:
-            query = query.with_for_update(of=StoreGroup)
+            query = query.with_for_update(of=StoreGroup, key_share=True)
         group = self.session.scalars(query).one_or_none()
         if group is None:
             raise NotFoundException(detail=f"no Group with id {scim_id!r}")
