@@ -375,7 +375,8 @@ def test_member_patches_sent_side_by_side_all_land(
     def add(user_id: str) -> int:
         operation = {"op": "add", "path": "members", "value": [{"value": user_id}]}
         url = f"{SCIM}/Groups/{group['id']}"
-        return client.patch(url, json=patch_body(operation), headers=okta).status_code
+        status: int = client.patch(url, json=patch_body(operation), headers=okta).status_code
+        return status
 
     with ThreadPoolExecutor(max_workers=8) as pool:
         statuses = list(pool.map(add, ids))
