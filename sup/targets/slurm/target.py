@@ -103,9 +103,9 @@ class SlurmTarget:
                                 state.users[row.key] = row
                         else:
                             state.accounts[row.account] = row
-                if slurm_users is not None and everyone is not None:
+                if slurm_users is not None and users is None:  # a full pass: default associations
                     state.defaults = parse.default_accounts(slurm_users.result())
-                elif slurm_users is not None:
+                elif slurm_users is not None:  # a scoped pass: its users' `show user`
                     state.defaults, levels = parse.users(slurm_users.result())
                 states[cluster] = state
             if everyone is not None:
