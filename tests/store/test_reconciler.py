@@ -249,8 +249,9 @@ def test_a_write_in_this_process_wakes_the_reconciler_before_its_poll(
     try:
         _wait_for(lambda: reconciler.state.last_trigger == "schedule")  # the first, full pass
         _create(sessions, settings, "ayo")
-        _wait_for(lambda: fake.system == {"ayo": 10000})
-        assert reconciler.state.last_trigger == "outbox"
+        # The state is set once the pass has returned, after the fake's write: wait for the state.
+        _wait_for(lambda: reconciler.state.last_trigger == "outbox")
+        assert fake.system == {"ayo": 10000}
     finally:
         reconciler.stop()
 
