@@ -28,12 +28,14 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import httpx
 
+from bench.kube_bench import wide_ids
 from bench.loadgen import LoadResult, run_load
 from sup.config import Settings
 from sup.scim.provider import build_provider
@@ -52,8 +54,15 @@ GROUPS = 50
 MEMBER_USERS = 999
 
 
+def _ids(users: int) -> dict[str, Any]:
+    """Above 40,000 users the default uid range is full: ids as an operator would widen them (the
+    ones scale_bench.py and kube_bench.py use), for the fill and for `sup serve` alike."""
+    wide = wide_ids(users + 10_000)  # room for the POST row's new users
+    return {"ids": wide} if wide else {}
+
+
 def fill(url: str, users: int) -> None:
-    settings = Settings(database_url=url)
+    settings = Settings.model_validate({"database_url": url, **_ids(users)})
     engine = make_engine(url)
     sessions = make_sessionmaker(engine)
     actor = Actor(name=CONNECTION, role="scim")
@@ -197,8 +206,14 @@ def main() -> None:
         started = time.perf_counter()
         fill(url, args.users)
         fill_seconds = time.perf_counter() - started
+        ids = _ids(args.users).get("ids", {})
         env = sup_env(
             SUP_DATABASE_URL=url,
+            **{
+                f"SUP_IDS__{kind.upper()}__{end.upper()}": str(value)
+                for kind, bounds in ids.items()
+                for end, value in bounds.items()
+            },
             SUP_SCIM__RATE_LIMIT__REQUESTS_PER_SECOND="100000",
             SUP_SCIM__RATE_LIMIT__BURST="100000",
         )
