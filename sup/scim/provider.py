@@ -2,8 +2,9 @@
 
 /ServiceProviderConfig (RFC 7643 §5) is built from the settings, and announces exactly what works:
 PATCH, bulk (when `scim.bulk_max_operations` > 0), filters (the whole RFC 7644 §3.4.2.2 grammar, run
-in SQL) with `maxResults`, sorting, ETags, index pagination; no password change (SUP users log in
-with SSH keys); bearer tokens.
+in SQL) with `maxResults`, sorting, ETags; no password change (SUP users log in with SSH keys);
+bearer tokens. Paging is by index (`startIndex`, `count`), which is what a document without RFC
+9865's `pagination` says (see `served_config`).
 """
 
 from __future__ import annotations
@@ -23,9 +24,10 @@ from scim2_models import (
     Sort,
     User,
 )
+from scim2_server.responses import ScimResponse
 
 from sup.config import Settings
-from sup.scim.schemas import SupEnterpriseUser, SupUser, group_resource_type, user_resource_type
+from sup.scim.schemas import EnterpriseUser, SupUser, group_resource_type, user_resource_type
 
 # What IdPs send that a strict reading refuses (see docs/identity-providers.md, "SCIM"): Entra ID
 # removes members with `"value": [...]` on a `remove`, and adds `emails[type eq "work"].value` when
@@ -78,9 +80,20 @@ def service_provider_config(settings: Settings) -> ServiceProviderConfig:
     )
 
 
+def served_config(response: ScimResponse) -> ScimResponse:
+    """/ServiceProviderConfig as served: without RFC 9865's `pagination`, which scim2-server reads
+    (the default page size and the cursor switch) but which is not an RFC 7643 attribute. SUP pages
+    by index only, what a client assumes when the attribute is absent, and clients that validate
+    strictly (scim2-models 0.6, for one) reject a whole document holding an attribute they do not
+    know, and push nothing."""
+    if response.body is not None:
+        response.body.pop("pagination", None)
+    return response
+
+
 def build_provider(settings: Settings) -> ScimProvider:
     return ScimProvider(
-        models=[User, SupEnterpriseUser, SupUser, Group],
+        models=[User, EnterpriseUser, SupUser, Group],
         resource_types=[user_resource_type(), group_resource_type()],
         config=service_provider_config(settings),
         policy=IDP_POLICY,

@@ -26,6 +26,7 @@ from sup.api.ratelimit import retry_after_seconds
 from sup.domain.roles import Role
 from sup.scim.errors import SCIM_PREFIX, RateLimited, ScimRoute
 from sup.scim.metrics import SCIM_REQUESTS
+from sup.scim.provider import served_config
 from sup.scim.runtime import base_url, http_response, runtime, scim_request
 
 router = APIRouter(prefix=SCIM_PREFIX, tags=["scim"], route_class=ScimRoute)
@@ -59,7 +60,7 @@ async def _serve(request: Request, ctx: ApiContext, operation: Operation) -> Res
 def service_provider_config(request: Request) -> Response:
     service = runtime(request.app).service
     location = base_url(request) + "/ServiceProviderConfig"
-    return http_response(service.service_provider_config(location, dict(request.query_params)))
+    return http_response(served_config(service.service_provider_config(location, dict(request.query_params))))
 
 
 @router.get("/ResourceTypes", summary="The resource types: User and Group (RFC 7643 §6)")

@@ -17,7 +17,6 @@ from scim2_models import (
     URN,
     CaseExact,
     ComplexAttribute,
-    EnterpriseUser,
     Extension,
     Group,
     Mutability,
@@ -25,6 +24,7 @@ from scim2_models import (
     ResourceType,
     User,
 )
+from scim2_models import EnterpriseUser as Rfc7643EnterpriseUser
 
 SUP_USER_SCHEMA = "urn:ietf:params:scim:schemas:extension:sup:2.0:User"
 ENTERPRISE_USER_SCHEMA = "urn:ietf:params:scim:schemas:extension:enterprise:2.0:User"
@@ -81,13 +81,17 @@ class Manager(ComplexAttribute):
     )
 
 
-class SupEnterpriseUser(EnterpriseUser):
-    """RFC 7643 §4.3, accepting `manager` as a plain id string as Entra ID sends it."""
+# The enterprise extension of RFC 7643 §4.3, accepting `manager` as a plain id string as Entra ID
+# sends it. Its class name and docstring are what /Schemas serves as the schema's `name` and
+# `description` (scim2-models takes them from the class): RFC 7643 §8.7.1's "EnterpriseUser" and
+# "Enterprise User", which clients look the extension up by.
+class EnterpriseUser(Rfc7643EnterpriseUser):
+    """Enterprise User"""
 
     manager: Annotated[Manager | None, BeforeValidator(_manager_from_string)] = None  # type: ignore[assignment]
 
 
-ScimUser = User[SupEnterpriseUser | SupUser]
+ScimUser = User[EnterpriseUser | SupUser]
 """The User resource SUP serves, with both extensions."""
 
 
@@ -108,9 +112,9 @@ __all__ = [
     "CORE_USER_SCHEMA",
     "ENTERPRISE_USER_SCHEMA",
     "SUP_USER_SCHEMA",
+    "EnterpriseUser",
     "Group",
     "ScimUser",
-    "SupEnterpriseUser",
     "SupUser",
     "group_resource_type",
     "user_resource_type",

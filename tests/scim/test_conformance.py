@@ -1,4 +1,4 @@
-"""Two independent SCIM conformance checkers from PyPI against a live `sup serve` (a real process).
+"""Three independent SCIM checkers against a live `sup serve` (a real process).
 
 - scim-sanity has its own HTTP client and RFC 7643/7644 checks (no code shared with our server or
   its libraries): discovery, the User and Group lifecycles (POST, GET, PUT, PATCH, DELETE, 404
@@ -10,6 +10,10 @@
   GET, by POST `.search` and at the root, and an unknown URL. It shares scim2-models with the server
   (not scim2-server, not SUP's code). It found the empty `members[].display`, the gidNumber error
   reported as displayName and the missing root `.search` (docs/scim.md).
+- A strict older client: scim2-client 0.7 on scim2-models 0.6, whose models forbid any attribute
+  they do not declare (later versions ignore them), in a venv of its own. It refused SUP's
+  discovery when /ServiceProviderConfig carried RFC 9865's `pagination`, and found the enterprise
+  extension only under the name `SupEnterpriseUser` (RFC 7643 §8.7.1: `EnterpriseUser`).
 
 The server runs with naming rules that accept the userNames such a checker sends (UUID-like: a
 leading digit, long) and a rate limit it cannot hit (it does not back off on 429; the limit has its
@@ -18,10 +22,12 @@ own tests).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
 import sys
+import venv
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -36,6 +42,16 @@ from tests.support.cli import run_sup, sup_env
 from tests.support.server import SupServer
 
 pytestmark = pytest.mark.postgres
+
+# The strict client's venv: these pins and nothing else (pydantic as SUP pins it, so no other build).
+STRICT_CLIENT_PINS = (
+    "scim2-models==0.6.12",
+    "scim2-client==0.7.5",
+    "httpx==0.28.1",
+    "pydantic==2.14.3",
+    "pydantic_core==2.50.4",
+)
+STRICT_CLIENT_CHECK = Path(__file__).parent / "strict_client" / "check.py"
 
 
 @pytest.fixture
@@ -199,3 +215,69 @@ def test_scim2_tester_passes_every_check(live: tuple[str, str]) -> None:
         for title in ("object_creation", "object_query", "object_replacement", "search_with_attributes"):
             assert (resource_type, title) in passed, (resource_type, title)
     assert sum(r.status is Status.SUCCESS for r in results) >= 60
+
+
+@pytest.fixture(scope="session")
+def strict_client_python() -> Path:
+    """A venv holding only the strict client's pins, built once under ${SUP_CACHE_DIR:-~/.cache/sup}
+    (pip finds the packages as it finds SUP's)."""
+    cache = Path(os.environ.get("SUP_CACHE_DIR") or Path.home() / ".cache" / "sup")
+    pins = "\n".join(STRICT_CLIENT_PINS)
+    target = cache / "scim-strict-client" / hashlib.sha256(pins.encode()).hexdigest()[:12]
+    python = target / "bin" / "python"
+    if not (target / "pins.txt").exists():
+        venv.EnvBuilder(with_pip=True, clear=True).create(target)
+        installed = subprocess.run(
+            [
+                str(python),
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+                *STRICT_CLIENT_PINS,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        assert installed.returncode == 0, installed.stderr[-2000:]
+        (target / "pins.txt").write_text(pins)  # written last: a half-built venv is built again
+    return python
+
+
+def test_a_strict_older_client_discovers_creates_replaces_patches_and_deletes(
+    live: tuple[str, str], strict_client_python: Path
+) -> None:
+    url, token = live
+    run = subprocess.run(
+        [str(strict_client_python), str(STRICT_CLIENT_CHECK), url, token],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    seen = json.loads(run.stdout)
+    # Discovery: every document validated strictly, the extension found by RFC 7643's name.
+    assert "pagination" not in seen["config"] and seen["config"]["filter"]["supported"]
+    assert (
+        seen["schema_names"]["urn:ietf:params:scim:schemas:extension:enterprise:2.0:User"] == "EnterpriseUser"
+    )
+    assert seen["user_extensions"] == ["EnterpriseUser", "SupUser"]
+    enterprise = "urn:ietf:params:scim:schemas:extension:enterprise:2.0:User"
+    wanted = {"employeeNumber": "E-1001", "organization": "Research", "department": "GPU Platform"}
+    assert seen["created"][enterprise] == wanted
+    # A whole-user PUT with a password hash and read-only attributes: accepted, the password dropped,
+    # what SUP derived (uid, POSIX name) kept.
+    assert seen["replace_status"] == 200 and "password" not in seen["replaced_raw_keys"]
+    sup_before = seen["created"]["urn:ietf:params:scim:schemas:extension:sup:2.0:User"]
+    for answer in (seen["replaced"], seen["queried_after_replace"]):
+        assert answer["displayName"] == "Strict Client Renamed" and answer["id"] == seen["created"]["id"]
+        assert answer[enterprise] == wanted
+        assert answer["urn:ietf:params:scim:schemas:extension:sup:2.0:User"] == sup_before
+    assert seen["patched"]["title"] == "Engineer"
+    members = [m["value"] for m in seen["group_with_member"].get("members", [])]
+    assert members == [seen["created"]["id"]] and not seen["group_without_member"].get("members")
+    assert seen["users_found"] == 1 and seen["status_after_delete"] == 404

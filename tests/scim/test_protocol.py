@@ -48,6 +48,25 @@ def test_discovery_is_open_and_announces_what_works(client: TestClient) -> None:
     schema = client.get(f"{SCIM}/Schemas/{SUP}").json()
     names = {a["name"] for a in schema["attributes"]}
     assert names == {"username", "uidNumber", "gidNumber", "loginShell", "homeDirectory", "sshPublicKeys"}
+    # Only RFC 7643 §5's attributes: a strict client refuses a document with one it does not know
+    # (RFC 9865's `pagination`; test_conformance.py runs such a client).
+    rfc7643 = {"schemas", "meta", "patch", "bulk", "filter", "changePassword", "sort", "etag"}
+    assert set(body) == rfc7643 | {"authenticationSchemes"}
+    # The enterprise extension under RFC 7643 §8.7.1's name, which clients look it up by.
+    enterprise = client.get(f"{SCIM}/Schemas/{ENTERPRISE}").json()
+    assert (enterprise["name"], enterprise["description"]) == ("EnterpriseUser", "Enterprise User")
+
+
+def test_a_search_without_count_gets_the_default_page_size(
+    settings: Settings, engine: Engine, okta: dict[str, str]
+) -> None:
+    """Not announced (no `pagination` in /ServiceProviderConfig), still applied."""
+    small = settings.model_copy(update={"scim": settings.scim.model_copy(update={"default_page_size": 2})})
+    with TestClient(create_app(small, engine), raise_server_exceptions=False) as client:
+        for name in ("ana", "ben", "cho"):
+            create_user(client, okta, name)
+        page = client.get(f"{SCIM}/Users", headers=okta).json()
+    assert (page["totalResults"], page["itemsPerPage"], len(page["Resources"])) == (3, 2, 2)
 
 
 # --- errors: always SCIM Error bodies --------------------------------------------------------------
