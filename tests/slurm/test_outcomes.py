@@ -53,13 +53,22 @@ def test_a_refused_account_fails_alone_and_names_its_error(
         h.add_group(store, settings, group)
     h.add_user(store, settings, "kim", "physics")
     h.add_user(store, settings, "saul", "chemistry")
-    h.add_account(store, "phys", group="physics", qos=["no-such-qos"])  # Slurm refuses the QOS
+    qos = f"gpu-{cluster}"  # a QoS slurmdbd does not define (yet): SUP binds QoS, never creates them
+    h.add_account(store, "phys", group="physics", qos=["normal", qos])
     h.add_account(store, "chem", group="chemistry")
     result = run_pass(settings, store, only=["slurm"], apply=True)
     target = result.targets[0]
     assert target.state == "partial"
     failed = {(f.change.kind, f.change.name): f.error for f in target.failed}
     assert set(failed) == {("account", "phys"), ("association", "phys/kim")}
-    assert "no-such-qos" in failed[("account", "phys")].lower()
+    # Found by the plan (the QoS were read), said plainly, with the way out.
+    assert f"QoS '{qos}' not defined in slurmdbd" in failed[("account", "phys")]
+    assert "sacctmgr add qos NAME" in failed[("account", "phys")]
+    assert "account 'phys' cannot be created" in failed[("association", "phys/kim")]
     assert h.associations(slurmdbd, cluster) == {("chem", "saul", "")}
     assert "phys" not in h.accounts(slurmdbd, cluster)
+
+    slurmdbd.sacctmgr("add", "qos", qos)  # the operator defines it: the next pass goes through
+    again = run_pass(settings, store, only=["slurm"], apply=True).targets[0]
+    assert (again.state, again.failed) == ("applied", [])
+    assert h.associations(slurmdbd, cluster) == {("chem", "saul", ""), ("phys", "kim", "")}

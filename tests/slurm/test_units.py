@@ -3,7 +3,9 @@ No slurmdbd needed."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pydantic import ValidationError
@@ -12,7 +14,7 @@ from sup.config import Settings
 from sup.domain.desired import DesiredAccount, DesiredGroup, DesiredState, DesiredUser
 from sup.targets.base import DELETE, Change, ObserveError, TargetError
 from sup.targets.slurm import SlurmSettings, parse
-from sup.targets.slurm.apply import chunks, create_options, operations, set_options, text_options
+from sup.targets.slurm.apply import Applier, chunks, create_options, operations, set_options, text_options
 from sup.targets.slurm.desired import build
 from sup.targets.slurm.diff import plan
 from sup.targets.slurm.lock import slurmdbd_address
@@ -28,7 +30,7 @@ from sup.targets.slurm.model import (
     normalize,
     same,
 )
-from sup.targets.slurm.sacctmgr import Outcome, Sacctmgr, SlurmUnreachable, classify
+from sup.targets.slurm.sacctmgr import Outcome, Result, Sacctmgr, SlurmUnreachable, classify
 
 # --- sacctmgr outcomes ----------------------------------------------------------------------------
 
@@ -300,3 +302,54 @@ def test_a_first_association_waits_for_the_posix_identity() -> None:
         ("report", "user", "kim"),
     ]
     assert "POSIX identity" in changes[1].details_json()["reason"]
+
+
+def test_an_account_naming_an_undefined_qos_is_planned_blocked_and_fails_without_sacctmgr() -> None:
+    desired = DesiredState(
+        users={"kim": _user("kim"), "saul": _user("saul")},
+        accounts={
+            "gpu": _account("gpu", "root", {"kim"}, qos=("normal", "GPU-High"), default_qos="GPU-High"),
+            "gpu-a100": _account("gpu-a100", "gpu", {"kim"}),  # below it: cannot be created either
+            "chem": _account("chem", "root", {"saul"}, qos=("normal",)),
+            "phys": _account("phys", "root", set(), qos=("normal", "gone")),  # exists: an update
+        },
+    )
+    state = ClusterState("c1")
+    state.accounts = {"root": _row("root"), "phys": _row("phys", parent="root", qos="normal")}
+    settings = SlurmSettings(cluster="c1")
+    observed = Observed({"c1": state}, {}, {}, qos=frozenset({"normal"}))  # as parse.qos_names reads
+    changes: dict[tuple[str, str, str], Change[Any]] = {
+        (str(c.action), c.kind, c.name): c for c in plan(build(desired, settings), observed)
+    }
+    blocked = {key: c.details_json().get("blocked") for key, c in changes.items()}
+    assert "QoS 'GPU-High' not defined in slurmdbd" in str(blocked[("create", "account", "gpu")])
+    assert "sacctmgr add qos" in str(blocked[("create", "account", "gpu")])
+    assert "parent account 'gpu' cannot be created" in str(blocked[("create", "account", "gpu-a100")])
+    assert "account 'gpu' cannot be created" in str(blocked[("create", "association", "gpu/kim")])
+    assert "QoS 'gone'" in str(blocked[("update", "account", "phys")])
+    assert blocked[("create", "account", "chem")] is None  # "normal" is defined (case aside)
+    assert blocked[("create", "association", "chem/saul")] is None
+    # QoS not read (a scoped pass): nothing is blocked, sacctmgr has the last word as before.
+    unread = plan(build(desired, settings), Observed({"c1": state}, {}, {}))
+    assert not any(c.details_json().get("blocked") for c in unread)
+
+    calls: list[list[str]] = []
+
+    class Recording(Sacctmgr):
+        def write(self, argv: Sequence[str]) -> Result:
+            calls.append(list(argv))
+            return Result(tuple(argv), 0, "", "", Outcome.OK, 0.0)
+
+    report = Applier(Recording("sacctmgr", 10), 100, lambda: observed).run(list(changes.values()))
+    failed = {(f.change.kind, f.change.name): f.error for f in report.failed}
+    blocked_ones = {
+        ("account", "gpu"),
+        ("account", "gpu-a100"),
+        ("association", "gpu/kim"),
+        ("association", "gpu-a100/kim"),
+        ("account", "phys"),
+    }
+    assert set(failed) == blocked_ones
+    assert failed[("account", "gpu")] == blocked[("create", "account", "gpu")]
+    ran = " ".join(" ".join(argv) for argv in calls)
+    assert "chem" in ran and "gpu" not in ran and "phys" not in ran  # the blocked ones ran nothing

@@ -6,7 +6,8 @@ without a partition is one `add user a,b,c,... Account=phys Cluster=gpu`. Name l
 chunks of `chunk_size` names (and at most MAX_ARG_CHARS characters: Linux refuses longer arguments).
 
 Phases run in order (accounts; associations; modifications; removals; within the removals, a
-user's default account last). A call that exits 0 is taken
+user's default account last). A change the plan marked `blocked` (an account naming a QoS slurmdbd
+does not define, and what depends on it) fails with that reason and runs nothing. A call that exits 0 is taken
 as done. Any other outcome -- a "nothing changed" text, an error, a timeout -- is ambiguous for a
 batch: after the phase, the state is read again, and what the re-read shows done is done. What is
 still missing is retried in halves until each failing change stands alone, so one user whose
@@ -360,7 +361,14 @@ class Applier:
         self._done: set[int] = set()
 
     def run(self, changes: Sequence[SlurmChange]) -> ApplyReport:
-        for phase in operations(changes):
+        runnable = []
+        for change in changes:
+            blocked = getattr(change.details, "blocked", None)
+            if blocked:  # the plan knows sacctmgr would refuse it (diff.py): it fails here, unrun
+                self._fail(change, blocked)
+            else:
+                runnable.append(change)
+        for phase in operations(runnable):
             for step in _steps(phase):
                 guarded = step[0].template.kind in GUARDED
                 batches = [

@@ -2,13 +2,15 @@
 
 Kinds and what each Change's `details` (model.py) hold, as `sup plan --json` shows them (`apply` needs
 nothing else):
-- account: create {cluster, parent, description?, organization?, <attributes>};
+- account: create {cluster, parent, description?, organization?, <attributes>, blocked?};
   update {cluster, parent?: {old, new}, <attribute>: {old, new}, inherit?: [attributes reset to
-  inherit from the parent]} or, for the global texts, {description?/organization?: {old, new}};
+  inherit from the parent], blocked?} or, for the global texts, {description?/organization?: {old, new}};
+  `blocked` says why it cannot be done as planned (a QoS slurmdbd does not define; a parent that
+  cannot be created): apply fails it without running sacctmgr;
   delete {cluster, depth} (only with prune_accounts); report {cluster?, reason}.
 - association (name "account/user" or "account/user/partition", subject = user):
   create {cluster, account, user, partition?, fairshare? (user_fairshare), default_account?: true
-  (a new user's default)};
+  (a new user's default), blocked? (the account cannot be created)};
   update {cluster, account, user, partition?, <attribute>: {old, new}, inherit: [...]}, or the block
   of staged offboarding {cluster, account, user, partition?, max_submit_jobs: {old, new: "0"}, reason};
   delete {cluster, account, user, partition?, default_account?: true (the user's default there: it
@@ -175,11 +177,21 @@ def _cluster(desired: SlurmDesired, observed: Observed, state: ClusterState, out
             reason += " (an account below it is not SUP's to delete)"
         out.reports.append(Change(TARGET, REPORT, ACCOUNT, name, Remark(reason, cluster)))
 
-    # Accounts: create or update their own association row on this cluster.
-    for name, spec in desired.accounts.items():
+    # Accounts: create or update their own association row on this cluster. One that names a QoS
+    # slurmdbd does not define is planned blocked (apply fails it without calling sacctmgr), and so
+    # are the accounts below it and the associations to it while it does not exist.
+    not_created: dict[str, str] = {}
+    for name, spec in desired.accounts.items():  # parents first
         row = state.accounts.get(name)
+        blocked = _qos_blocked(spec.own, observed.qos)
         if row is None:
-            create = AccountCreate(cluster, spec.parent, spec.description, spec.organization, spec.own)
+            if blocked is None and spec.parent in not_created:
+                blocked = f"its parent account {spec.parent!r} cannot be created: {not_created[spec.parent]}"
+            if blocked is not None:
+                not_created[name] = blocked
+            create = AccountCreate(
+                cluster, spec.parent, spec.description, spec.organization, spec.own, blocked=blocked
+            )
             out.accounts.append(Change(TARGET, CREATE, ACCOUNT, name, create))
             continue
         if row.parent != spec.parent:
@@ -195,7 +207,10 @@ def _cluster(desired: SlurmDesired, observed: Observed, state: ClusterState, out
                 if attr.key not in spec.own:
                     inherit.append(attr.key)
         if changed:
-            limits = AccountLimits(cluster, Limits(changed, tuple(inherit)))
+            qos_changed = bool(changed.keys() & {"qos", "default_qos"})
+            limits = AccountLimits(
+                cluster, Limits(changed, tuple(inherit)), blocked=blocked if qos_changed else None
+            )
             out.modifications.append(Change(TARGET, UPDATE, ACCOUNT, name, limits))
 
     for name in sorted(pruned):
@@ -224,7 +239,16 @@ def _cluster(desired: SlurmDesired, observed: Observed, state: ClusterState, out
         name = association_name(account, user, partition)
         # a new user: create them with their default account
         default = user not in before and account == desired.default_account(user)
-        add = AssociationChange(cluster, account, user, partition, desired.user_fairshare, default)
+        blocked = not_created.get(account)
+        add = AssociationChange(
+            cluster,
+            account,
+            user,
+            partition,
+            desired.user_fairshare,
+            default,
+            blocked=None if blocked is None else f"account {account!r} cannot be created: {blocked}",
+        )
         phase = out.adds_default if default else out.adds
         phase.append(Change(TARGET, CREATE, ASSOCIATION, name, add, subject=user))
 
@@ -249,6 +273,23 @@ def _cluster(desired: SlurmDesired, observed: Observed, state: ClusterState, out
         remove = AssociationChange(cluster, account, user, partition, default_account=default)
         out.removals.append(Change(TARGET, DELETE, ASSOCIATION, name, remove, subject=user))
     return set(after)
+
+
+def _qos_blocked(own: Mapping[str, str], defined: frozenset[str] | None) -> str | None:
+    """Why an account's own QoS values cannot be set: the QoS it names that slurmdbd does not
+    define (sacctmgr would refuse the whole command). None: all defined, or the QoS were not read."""
+    if defined is None:
+        return None
+    named = [q for q in own.get("qos", "").split(",") if q] + [q for q in [own.get("default_qos")] if q]
+    missing = sorted({q for q in named if q.casefold() not in defined})
+    if not missing:
+        return None
+    listed = ", ".join(repr(q) for q in missing)
+    return (
+        f"QoS {listed} not defined in slurmdbd (SUP binds accounts to QoS, it does not create them): "
+        f"add {'it' if len(missing) == 1 else 'them'} with `sacctmgr add qos NAME`, or take "
+        f"{'it' if len(missing) == 1 else 'them'} off the account"
+    )
 
 
 def _first_after_identity(

@@ -180,6 +180,8 @@ class Observed:
     # Users with jobs still running (slurm.running_jobs_command); None: not known (no command, or
     # it failed), and then staged offboarding waits for its deadline.
     running: frozenset[str] | None = None
+    # The QoS slurmdbd defines, casefolded (a full pass reads them); None: not read, nothing checked.
+    qos: frozenset[str] | None = None
 
 
 # --- change details: what a plan says and apply.py performs ----------------------------------------
@@ -222,6 +224,9 @@ class AccountCreate:
     description: str | None
     organization: str | None
     own: Mapping[str, str]  # attribute key -> value as sacctmgr takes it
+    # Why the plan cannot be carried out as it stands (a QoS slurmdbd does not define): apply fails
+    # the change with this and runs no sacctmgr for it.
+    blocked: str | None = None
 
     def as_json(self) -> dict[str, Any]:
         shown: dict[str, Any] = {"cluster": self.cluster, "parent": self.parent}
@@ -229,7 +234,7 @@ class AccountCreate:
             shown["description"] = self.description
         if self.organization is not None:
             shown["organization"] = self.organization
-        return shown | dict(self.own)
+        return shown | dict(self.own) | ({"blocked": self.blocked} if self.blocked else {})
 
 
 @dataclass(frozen=True)
@@ -247,9 +252,12 @@ class AccountLimits:
 
     cluster: str
     limits: Limits
+    blocked: str | None = None  # as AccountCreate's
 
     def as_json(self) -> dict[str, Any]:
-        return {"cluster": self.cluster, **self.limits.as_json()}
+        return {"cluster": self.cluster, **self.limits.as_json()} | (
+            {"blocked": self.blocked} if self.blocked else {}
+        )
 
 
 @dataclass(frozen=True)
@@ -291,9 +299,12 @@ class AssociationChange:
     default_account: bool = False  # create: the new user's default; delete: the user's default here
     limits: Limits | None = None
     reason: str | None = None
+    blocked: str | None = None  # as AccountCreate's (create: the account could not be created)
 
     def as_json(self) -> dict[str, Any]:
         shown: dict[str, Any] = {"cluster": self.cluster, "account": self.account, "user": self.user}
+        if self.blocked is not None:
+            shown["blocked"] = self.blocked
         if self.partition:
             shown["partition"] = self.partition
         if self.fairshare is not None:

@@ -34,6 +34,7 @@ DEFAULT_FIELDS = ("User", "Account")
 ONLY_DEFAULTS = "OnlyDefaults"
 ACCOUNT_FIELDS = ("Account", "Coordinators", "Organization", "Description")
 CLUSTER_FIELDS = ("Cluster",)
+QOS_FIELDS = ("Name",)
 
 _ACCOUNT_NAME = re.compile(r"^[a-z0-9_][a-z0-9_.-]*$")
 
@@ -55,6 +56,11 @@ def _rows(text: str, fields: Sequence[str], what: str) -> list[list[str]]:
 
 def clusters(text: str) -> set[str]:
     return {row[0].lower() for row in _rows(text, CLUSTER_FIELDS, "clusters") if row[0]}
+
+
+def qos_names(text: str) -> frozenset[str]:
+    """The QoS slurmdbd defines, casefolded (Slurm compares QoS names without case)."""
+    return frozenset(row[0].casefold() for row in _rows(text, QOS_FIELDS, "QoS") if row[0])
 
 
 def associations(text: str, cluster: str) -> list[Association]:

@@ -40,7 +40,8 @@ class SlurmTarget:
     def observe(self, scope: Scope | None = None) -> Observed:
         """Bulk reads, run side by side (reads are safe in parallel; each is mostly waiting on
         slurmdbd round trips): the registered clusters, the accounts with their coordinators, every
-        user's AdminLevel, and per cluster its associations and its users' default associations. Any failed
+        user's AdminLevel, the QoS defined, and per cluster its associations and its users' default
+        associations. Any failed
         or unexpected read raises ObserveError: nothing is decided from part of a picture.
 
         With a scope: per cluster the accounts' own rows and the scope's users' associations and
@@ -76,6 +77,9 @@ class SlurmTarget:
         with ThreadPoolExecutor(max_workers=min(8, 2 + 3 * len(clusters))) as pool:
             registered = pool.submit(run.show, "cluster", parse.CLUSTER_FIELDS)
             everyone = pool.submit(run.show, "user", parse.LEVEL_FIELDS) if users is None else None
+            # The QoS accounts may name: a full pass checks them before it plans (a scoped one
+            # plans no account).
+            qos = pool.submit(run.show, "qos", parse.QOS_FIELDS) if users is None else None
             accounts = pool.submit(run.show, "account", parse.ACCOUNT_FIELDS, extra=["withcoord"])
             per_cluster = {cluster: reads(cluster) for cluster in clusters}
             known = parse.clusters(registered.result())
@@ -115,6 +119,7 @@ class SlurmTarget:
                 accounts=parse.accounts(accounts.result()),
                 admin_levels=levels,
                 running=running.result() if running is not None else None,
+                qos=parse.qos_names(qos.result()) if qos is not None else None,
             )
 
     # --- diff --------------------------------------------------------------------------------------
