@@ -7,7 +7,8 @@ from datetime import timedelta
 import typer
 from rich.table import Table
 
-from sup.cli.common import context, out, print_json
+from sup.cli.common import context, out
+from sup.cli.output import Format, chosen, output_option, print_data
 from sup.domain.roles import Role
 from sup.store.models import utcnow
 from sup.tokens import service
@@ -36,13 +37,15 @@ def create(
 
 
 @app.command("list")
-def list_(as_json: bool = typer.Option(False, "--json", help="print JSON")) -> None:
+def list_(
+    output: Format = output_option(),
+    as_json: bool = typer.Option(False, "--json", help="the same as -o json"),
+) -> None:
     """List tokens: name, role, prefix, use. Secrets are never shown."""
     cli = context()
     with cli.transaction() as session:
         views = [service.token_view(t) for t in service.list_tokens(session)]
-    if as_json:
-        print_json(views)
+    if print_data(views, chosen(output, as_json)):
         return
     table = Table("name", "role", "prefix", "created", "last used", "expires")
     for v in views:
