@@ -5,7 +5,18 @@ from __future__ import annotations
 import typer
 
 from sup import __version__
-from sup.cli import db, gateway, homes, identities, identity_writes, reconcile, sync, tokens, transfer
+from sup.cli import (
+    accounts,
+    db,
+    gateway,
+    homes,
+    identities,
+    identity_writes,
+    reconcile,
+    sync,
+    tokens,
+    transfer,
+)
 from sup.cli.common import Exit, context, fail
 from sup.cli.sssd import sssd_config
 
@@ -23,6 +34,7 @@ app.add_typer(tokens.app, name="token")
 identity_writes.register(identities.user_app, identities.group_app)
 app.add_typer(identities.user_app, name="user")
 app.add_typer(identities.group_app, name="group")
+app.add_typer(accounts.app, name="account")
 app.add_typer(sync.app, name="sync")
 app.add_typer(homes.app, name="homes")
 app.command()(reconcile.plan)

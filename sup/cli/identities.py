@@ -32,7 +32,7 @@ USER_COLUMNS = (
 T = TypeVar("T")
 
 
-def _everything(session: Session, fetch: Callable[[Session, int, int], tuple[list[T], int]]) -> list[T]:
+def everything(session: Session, fetch: Callable[[Session, int, int], tuple[list[T], int]]) -> list[T]:
     """All rows of a paged listing, a page at a time (bounded memory per query)."""
     rows: list[T] = []
     offset = 0
@@ -59,7 +59,7 @@ def user_list(
     with cli.transaction() as session:
         rows = [
             users.to_out(u).model_dump(mode="json")
-            for u in _everything(session, lambda s, limit, offset: users.list_users(s, flt, limit, offset))
+            for u in everything(session, lambda s, limit, offset: users.list_users(s, flt, limit, offset))
         ]
     print_rows(rows, chosen(output, as_json), USER_COLUMNS)
 
@@ -101,7 +101,7 @@ def group_list(
     with cli.transaction() as session:
         rows = [
             groups.to_out(g).model_dump(mode="json")
-            for g in _everything(session, lambda s, limit, offset: groups.list_groups(s, flt, limit, offset))
+            for g in everything(session, lambda s, limit, offset: groups.list_groups(s, flt, limit, offset))
         ]
     if print_data(rows, chosen(output, as_json)):
         return

@@ -27,7 +27,7 @@ from sup.users.schemas import UserCreate, UserPatch
 M = TypeVar("M", bound=BaseModel)
 
 
-def _validated(model: type[M], data: dict[str, Any]) -> M:
+def validated(model: type[M], data: dict[str, Any]) -> M:
     """The API's body from the options given; its validation errors as the API words them."""
     try:
         return model.model_validate(data)
@@ -56,7 +56,7 @@ def _keys(keys: list[str], key_files: list[Path]) -> list[str]:
     return lines
 
 
-def _given(**options: Any) -> dict[str, Any]:
+def given(**options: Any) -> dict[str, Any]:
     """The options given on the command line (None and empty lists: not given)."""
     return {name: value for name, value in options.items() if value is not None and value != []}
 
@@ -97,9 +97,9 @@ def user_create(
 ) -> None:
     """Create a user, as `POST /api/v1/users` does, and print them. Exit 4 if the name, uid or home
     is taken; 5 if an option is invalid."""
-    spec = _validated(
+    spec = validated(
         UserCreate,
-        _given(
+        given(
             username=username,
             email=email,
             display_name=display_name,
@@ -144,7 +144,7 @@ def user_update(
 ) -> None:
     """Change the fields given, as `PATCH /api/v1/users/NAME` does (--key/--key-file and --group
     replace the whole set). Exit 3 if there is no such user."""
-    changes = _given(
+    changes = given(
         username=rename,
         email=email,
         display_name=display_name,
@@ -161,7 +161,7 @@ def user_update(
     )
     if not changes:
         fail("nothing to change: give at least one option (see --help)", Exit.USAGE)
-    _patch(username, _validated(UserPatch, changes), output)
+    _patch(username, validated(UserPatch, changes), output)
 
 
 def user_suspend(username: str = typer.Argument(...), output: Format = output_option()) -> None:
@@ -192,9 +192,9 @@ def group_create(
     output: Format = output_option(),
 ) -> None:
     """Create a group, as `POST /api/v1/groups` does, and print it."""
-    spec = _validated(
+    spec = validated(
         GroupCreate,
-        _given(name=name, gid_number=gid, description=description, members=member, external_id=external_id),
+        given(name=name, gid_number=gid, description=description, members=member, external_id=external_id),
     )
     cli = context()
     with cli.transaction() as session:

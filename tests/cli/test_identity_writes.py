@@ -107,3 +107,37 @@ def test_bad_input_exits_with_its_code_and_changes_nothing(
     removed = run_sup("group", "remove", "physics", "saul", "kim", env=env)
     assert removed.returncode == 0 and "0 members now" in removed.stdout
     assert _sup(env, "group", "show", "physics")["members"] == []
+
+
+def test_a_slurm_account_created_and_changed_from_the_shell(
+    env: dict[str, str], store_sessions: sessionmaker[Session]
+) -> None:
+    _sup(env, "group", "create", "physics")
+    phys = _sup(
+        env, "account", "create", "phys", "--group", "physics", "--qos", "normal", "--qos", "high",
+        "--default-qos", "high", "--limits", '{"grp_tres": {"gres/gpu": "16"}, "max_jobs": 50}',
+    )  # fmt: skip
+    assert (phys["group"], phys["qos"], phys["default_qos"]) == ("physics", ["normal", "high"], "high")
+    assert phys["limits"] == {"grp_tres": {"gres/gpu": "16"}, "max_jobs": 50}
+    with store_sessions() as session:
+        marked = {(kind, name) for kind, name in session.execute(select(OutboxMark.kind, OutboxMark.name))}
+    assert ("slurm_account", "phys") in marked
+
+    changed = _sup(env, "account", "update", "phys", "--fairshare", "20", "--limits", '{"max_jobs": 10}')
+    assert (changed["fairshare"], changed["limits"], changed["qos"]) == (
+        20,
+        {"max_jobs": 10},
+        ["normal", "high"],
+    )
+    before = _counts(store_sessions)
+    for args, code in {
+        ("account", "create", "chem", "--limits", "{nope"): 5,
+        ("account", "create", "chem", "--qos", "a", "--default-qos", "b"): 5,
+        ("account", "create", "chem", "--limits", '{"max_jobz": 1}'): 5,
+        ("account", "create", "phys"): 4,
+        ("account", "update", "nope", "--fairshare", "1"): 3,
+    }.items():
+        assert run_sup(*args, env=env).returncode == code, args
+    assert _counts(store_sessions) == before
+    listed = json.loads(run_sup("account", "list", "-o", "json", env=env).stdout)
+    assert [a["name"] for a in listed] == ["phys"]
