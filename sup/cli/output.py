@@ -4,6 +4,7 @@ the API without re-mapping fields)."""
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Sequence
 from enum import StrEnum
@@ -39,7 +40,8 @@ def print_data(data: Any, output: Format) -> bool:
         print_json(data)
         return True
     if output is Format.yaml:
-        sys.stdout.write(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
+        plain = json.loads(json.dumps(data, default=str))  # what JSON would say: tuples, datetimes
+        sys.stdout.write(yaml.safe_dump(plain, sort_keys=False, allow_unicode=True))
         return True
     return False
 

@@ -9,6 +9,7 @@ from contextlib import contextmanager
 import typer
 
 from sup.cli.common import Exit, context, err, fail, out, print_json
+from sup.cli.output import Format, chosen, output_option, print_data
 from sup.reconcile.planner import run_pass
 from sup.reconcile.render import pass_json, print_plan
 from sup.store.locks import LockTimeout, exclusive
@@ -20,17 +21,18 @@ TARGET_HELP = f"only this target ({', '.join(TARGET_NAMES)}); repeat for several
 
 def plan(
     target: list[str] = typer.Option(None, "--target", help=TARGET_HELP),
-    as_json: bool = typer.Option(False, "--json", help="print a JSON list of changes"),
+    output: Format = output_option(),
+    as_json: bool = typer.Option(False, "--json", help="the same as -o json"),
 ) -> None:
-    """Show the changes a reconcile would make, target by target. Changes nothing."""
+    """Show the changes a reconcile would make, target by target. Changes nothing. With -o json or
+    yaml: the list of changes (a target that could not be planned is said on stderr)."""
     cli = context()
     cli.require_migrated()
     try:
         result = run_pass(cli.settings, make_sessionmaker(cli.engine), only=target or None)
     except ValueError as exc:
         fail(str(exc), Exit.USAGE)
-    if as_json:
-        print_json([c.as_json() for c in result.changes])
+    if print_data([c.as_json() for c in result.changes], chosen(output, as_json)):
         for t in result.targets:
             if t.error:
                 err.print(f"{t.target}: {t.state} — {t.error}", highlight=False, markup=False)

@@ -7,6 +7,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
+import yaml
 from sqlalchemy.orm import Session, sessionmaker
 
 from sup.config import Settings
@@ -74,6 +75,8 @@ def test_drift_is_planned_then_repaired(
     assert changes[("update", "association", "phys/kim")]["details"]["max_jobs"] == {"old": "99", "new": "10"}
     assert changes[("delete", "association", "phys/stranger")]["subject"] == "stranger"
 
+    as_yaml = run_sup("plan", "-o", "yaml", env=env)  # the same list, for scripts that read YAML
+    assert as_yaml.returncode == 0 and yaml.safe_load(as_yaml.stdout) == json.loads(planned.stdout)
     table = run_sup("plan", env=env)
     assert table.returncode == 0
     for text in ("slurm: planned, 6 change(s)", "phys/stranger", "fairshare: 5 -> 100", "not in SUP's store"):
