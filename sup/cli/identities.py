@@ -20,7 +20,7 @@ user_app = typer.Typer(help="Users in the store.", no_args_is_help=True)
 group_app = typer.Typer(help="Groups in the store.", no_args_is_help=True)
 
 PAGE = 1000
-# The table of `sup user list` (and of the writes' answers): header, field of the API's UserOut.
+# The table of `sup user list`: header, field of the API's UserOut.
 USER_COLUMNS = (
     ("username", "username"),
     ("uid", "uid_number"),
