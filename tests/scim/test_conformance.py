@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import venv
@@ -226,24 +227,28 @@ def strict_client_python() -> Path:
     target = cache / "scim-strict-client" / hashlib.sha256(pins.encode()).hexdigest()[:12]
     python = target / "bin" / "python"
     if not (target / "pins.txt").exists():
-        venv.EnvBuilder(with_pip=True, clear=True).create(target)
+        # Built aside and renamed into place: a run stopped halfway, or two runs at once, never
+        # leave a half-built venv where the next run looks.
+        building = target.parent / f"{target.name}.{os.getpid()}"
+        shutil.rmtree(building, ignore_errors=True)
+        venv.EnvBuilder(with_pip=True).create(building)
+        pip = [
+            str(building / "bin" / "python"),
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+        ]
         installed = subprocess.run(
-            [
-                str(python),
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--disable-pip-version-check",
-                *STRICT_CLIENT_PINS,
-            ],
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
+            [*pip, *STRICT_CLIENT_PINS], capture_output=True, text=True, timeout=300, check=False
         )
         assert installed.returncode == 0, installed.stderr[-2000:]
-        (target / "pins.txt").write_text(pins)  # written last: a half-built venv is built again
+        (building / "pins.txt").write_text(pins)
+        try:
+            building.rename(target)
+        except OSError:  # another run put its own in place first
+            shutil.rmtree(building)
     return python
 
 
