@@ -58,11 +58,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         items[:] = [item for item in items if not item.get_closest_marker("kube_teardown")] + last
 
 
+TEST_RUN_VARIABLES = frozenset({"SUP_TEST_NO_SKIP", "SUP_CACHE_DIR"})
+
+
 @pytest.fixture(autouse=True)
 def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Tests build their settings explicitly; the developer's SUP_* variables must not leak in."""
+    """Tests build their settings explicitly; the developer's SUP_* variables must not leak in. The
+    test run's own (not SUP's settings) stay: SUP_TEST_NO_SKIP, and SUP_CACHE_DIR, which the build
+    scripts the tests run read (a test that runs scripts/build-images must find the same cache as
+    the session's build did)."""
     for name in list(os.environ):
-        if name.startswith("SUP_") and name != "SUP_TEST_NO_SKIP":
+        if name.startswith("SUP_") and name not in TEST_RUN_VARIABLES:
             monkeypatch.delenv(name)
 
 
