@@ -45,6 +45,26 @@ LIMITS = typer.Option(
 )
 
 
+# The options create and update share, each named as the field of the API's body it sets (the
+# two others: --partition sets `partitions`, --limits the parsed `limits`).
+ACCOUNT_FIELDS = (
+    "group",
+    "coordinators",
+    "parent",
+    "description",
+    "organization",
+    "fairshare",
+    "qos",
+    "default_qos",
+)
+
+
+def _account_fields(options: dict[str, Any]) -> dict[str, Any]:
+    """The API body's fields from a command's options (its parameters, by name): those given."""
+    fields = given(**{name: options[name] for name in ACCOUNT_FIELDS})
+    return fields | given(partitions=options["partition"], limits=_limits(options["limits"]))
+
+
 def _limits(text: str | None) -> Any:
     if text is None:
         return None
@@ -98,22 +118,7 @@ def account_create(
     output: Format = output_option(),
 ) -> None:
     """Create an account, as `POST /api/v1/slurm/accounts` does."""
-    spec = validated(
-        SlurmAccountCreate,
-        given(
-            name=name,
-            group=group,
-            coordinators=coordinators,
-            parent=parent,
-            description=description,
-            organization=organization,
-            fairshare=fairshare,
-            qos=qos,
-            default_qos=default_qos,
-            partitions=partition,
-            limits=_limits(limits),
-        ),
-    )
+    spec = validated(SlurmAccountCreate, _account_fields(locals()) | {"name": name})
     cli = context()
     with cli.transaction() as session:
         data = service.to_out(service.create_account(session, cli.actor, spec)).model_dump(mode="json")
@@ -136,18 +141,7 @@ def account_update(
     output: Format = output_option(),
 ) -> None:
     """Change the fields given, as `PATCH /api/v1/slurm/accounts/NAME` does."""
-    changes = given(
-        group=group,
-        coordinators=coordinators,
-        parent=parent,
-        description=description,
-        organization=organization,
-        fairshare=fairshare,
-        qos=qos,
-        default_qos=default_qos,
-        partitions=partition,
-        limits=_limits(limits),
-    )
+    changes = _account_fields(locals())
     if not changes:
         fail("nothing to change: give at least one option (see --help)", Exit.USAGE)
     patch = validated(SlurmAccountPatch, changes)

@@ -61,6 +61,29 @@ def given(**options: Any) -> dict[str, Any]:
     return {name: value for name, value in options.items() if value is not None and value != []}
 
 
+# The options create and update share, by the field of the API's body each one sets.
+USER_FIELDS = {
+    "email": "email",
+    "display_name": "display_name",
+    "given_name": "given_name",
+    "family_name": "family_name",
+    "uid": "uid_number",
+    "gid": "primary_gid",
+    "shell": "login_shell",
+    "home": "home_directory",
+    "group": "groups",
+    "default_account": "slurm_default_account",
+    "external_id": "external_id",
+}
+
+
+def _user_fields(options: dict[str, Any]) -> dict[str, Any]:
+    """The API body's fields from a command's options (its parameters, by name): those given, and
+    the keys of --key and --key-file."""
+    fields = given(**{field: options[option] for option, field in USER_FIELDS.items()})
+    return fields | given(ssh_public_keys=_keys(options["key"], options["key_file"]))
+
+
 # Options shared by create and update (typer reads each default as the option's definition).
 EMAIL = typer.Option(None, "--email", help="e-mail address")
 DISPLAY = typer.Option(None, "--display-name", help="full name as shown (GECOS)")
@@ -97,25 +120,8 @@ def user_create(
 ) -> None:
     """Create a user, as `POST /api/v1/users` does, and print them. Exit 4 if the name, uid or home
     is taken; 5 if an option is invalid."""
-    spec = validated(
-        UserCreate,
-        given(
-            username=username,
-            email=email,
-            display_name=display_name,
-            given_name=given_name,
-            family_name=family_name,
-            uid_number=uid,
-            primary_gid=gid,
-            login_shell=shell,
-            home_directory=home,
-            ssh_public_keys=_keys(key, key_file),
-            groups=group,
-            slurm_default_account=default_account,
-            external_id=external_id,
-        )
-        | {"active": not inactive},
-    )
+    body = _user_fields(locals()) | {"username": username, "active": not inactive}
+    spec = validated(UserCreate, body)
     cli = context()
     with cli.transaction() as session:
         data = users.to_out(users.create_user(session, cli.settings, cli.actor, spec)).model_dump(mode="json")
@@ -144,21 +150,7 @@ def user_update(
 ) -> None:
     """Change the fields given, as `PATCH /api/v1/users/NAME` does (--key/--key-file and --group
     replace the whole set). Exit 3 if there is no such user."""
-    changes = given(
-        username=rename,
-        email=email,
-        display_name=display_name,
-        given_name=given_name,
-        family_name=family_name,
-        uid_number=uid,
-        primary_gid=gid,
-        login_shell=shell,
-        home_directory=home,
-        ssh_public_keys=_keys(key, key_file),
-        groups=group,
-        slurm_default_account=default_account,
-        external_id=external_id,
-    )
+    changes = _user_fields(locals()) | given(username=rename)
     if not changes:
         fail("nothing to change: give at least one option (see --help)", Exit.USAGE)
     _patch(username, validated(UserPatch, changes), output)
