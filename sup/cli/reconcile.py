@@ -8,7 +8,7 @@ from contextlib import contextmanager
 
 import typer
 
-from sup.cli.common import Exit, context, err, fail, out, print_json
+from sup.cli.common import Exit, context, err, fail, out
 from sup.cli.output import Format, chosen, output_option, print_data
 from sup.reconcile.planner import run_pass
 from sup.reconcile.render import pass_json, print_plan
@@ -67,7 +67,8 @@ def _progress(wanted: bool) -> Iterator[Callable[[str], None] | None]:
 
 def reconcile(
     target: list[str] = typer.Option(None, "--target", help=TARGET_HELP),
-    as_json: bool = typer.Option(False, "--json", help="print the pass as JSON"),
+    output: Format = output_option(),
+    as_json: bool = typer.Option(False, "--json", help="the same as -o json"),
     force: bool = typer.Option(
         False,
         "--force",
@@ -75,11 +76,13 @@ def reconcile(
     ),
     wait: float = typer.Option(60.0, "--wait", help="seconds to wait for another running pass"),
 ) -> None:
-    """Apply the plan: bring every enabled target in line with the store."""
+    """Apply the plan: bring every enabled target in line with the store. With -o json or yaml: the
+    pass (each target's state, counts and failures, and the changes made)."""
+    fmt = chosen(output, as_json)
     cli = context()
     cli.require_migrated()
     try:
-        with exclusive(cli.engine, "reconcile", timeout=wait), _progress(not as_json) as step:
+        with exclusive(cli.engine, "reconcile", timeout=wait), _progress(fmt is Format.table) as step:
             result = run_pass(
                 cli.settings,
                 make_sessionmaker(cli.engine),
@@ -93,9 +96,7 @@ def reconcile(
         fail(f"{exc}; another reconcile is running", Exit.CONFLICT)
     except ValueError as exc:
         fail(str(exc), Exit.USAGE)
-    if as_json:
-        print_json(pass_json(result))
-    else:
+    if not print_data(pass_json(result), fmt):
         print_plan(result, out, applied=True)
     if not result.ok:
         raise typer.Exit(int(Exit.TARGET_FAILED))

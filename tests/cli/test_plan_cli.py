@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import yaml
 from fastapi.testclient import TestClient
 
 from tests.support.cli import run_sup, sup_env
@@ -23,6 +24,13 @@ def test_plan_with_every_target_disabled(tmp_path: Path) -> None:
     reconciled = run_sup("reconcile", "--json", env=env)
     assert reconciled.returncode == 0
     assert [t["state"] for t in json.loads(reconciled.stdout)["targets"]] == ["disabled"] * 3
+    # -o json is --json; -o yaml the same object: each target's state and counts, and the changes
+    as_json = run_sup("reconcile", "-o", "json", env=env)
+    as_yaml = run_sup("reconcile", "-o", "yaml", env=env)
+    assert as_json.returncode == 0 and as_yaml.returncode == 0
+    assert json.loads(as_json.stdout) == json.loads(reconciled.stdout) == yaml.safe_load(as_yaml.stdout)
+    assert set(json.loads(as_json.stdout)) == {"targets", "changes"}
+    assert set(json.loads(as_json.stdout)["targets"][0]) >= {"target", "state", "error", "applied", "failed"}
     assert run_sup("plan", "--target", "nfs", env=env).returncode == 2
 
 

@@ -8,6 +8,7 @@ import stat
 from collections.abc import Callable
 from pathlib import Path
 
+import yaml
 from ldap3 import MODIFY_ADD, MODIFY_DELETE, MODIFY_REPLACE
 
 from tests.ldap.site import Site
@@ -76,6 +77,15 @@ def test_reconcile_exits_8_and_names_the_user_on_a_collision(site: Site) -> None
     result = run_sup("reconcile", env={**site.env(), "COLUMNS": "400"})
     assert result.returncode == 8
     assert "failed: ldap report kim: uidNumber 10000 is already used by uid=legacy,ou=staff," in result.stdout
+    # for scripts: the same exit code, and the failure with the change it was for; YAML = JSON
+    as_json = run_sup("reconcile", "-o", "json", env=site.env())
+    as_yaml = run_sup("reconcile", "-o", "yaml", env=site.env())
+    assert as_json.returncode == as_yaml.returncode == 8
+    report = json.loads(as_json.stdout)
+    assert yaml.safe_load(as_yaml.stdout) == report
+    ldap = next(t for t in report["targets"] if t["target"] == "ldap")
+    assert [(f["change"]["kind"], f["change"]["name"]) for f in ldap["failed"]] == [("user", "kim")]
+    assert "uidNumber 10000 is already used" in ldap["failed"][0]["error"]
 
 
 def test_sssd_config_matches_the_settings(
