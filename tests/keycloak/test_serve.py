@@ -95,6 +95,13 @@ def test_sup_sync_keycloak_cli(realm: Realm, ldap_site: Callable[..., Site], tmp
     realm.admin.delete_user(wendy)
     refused = run_sup("sync", "keycloak", env=env)
     assert refused.returncode == 7 and "would suspend 1 of the 1" in refused.stderr
+    # for scripts: the same exit code, the report says why; -o yaml is the same object as -o json
+    as_json = run_sup("sync", "keycloak", "-o", "json", env=env)
+    as_yaml = run_sup("sync", "keycloak", "-o", "yaml", env=env)
+    assert as_json.returncode == as_yaml.returncode == 7
+    report = json.loads(as_json.stdout)
+    assert yaml.safe_load(as_yaml.stdout) == report
+    assert report["ok"] is False and "would suspend 1 of the 1" in report["refused"]
     forced = run_sup("sync", "keycloak", "--force", "--json", env=env)
     assert forced.returncode == 0 and json.loads(forced.stdout)["suspended"] == ["wendy"]
 
