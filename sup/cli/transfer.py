@@ -21,7 +21,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from sqlalchemy.orm import Session
 
-from sup.cli.common import Cli, Exit, context, err, fail, out, print_json
+from sup.cli.common import Cli, Exit, context, err, fail, out
+from sup.cli.output import Format, chosen, output_option, print_data
 from sup.sources.files.apply import Outcome, apply_plan
 from sup.sources.files.document import Document, FileError, read_files
 from sup.sources.files.export import dump, export_document
@@ -49,11 +50,14 @@ def import_(
     force: bool = typer.Option(False, "--force", help="prune even above the reconcile mass-change limits"),
     from_ldap: bool = typer.Option(False, "--from-ldap", help="adopt the POSIX users and groups in LDAP"),
     from_slurm: bool = typer.Option(False, "--from-slurm", help="adopt the Slurm accounts and associations"),
-    as_json: bool = typer.Option(False, "--json", help="print the report as JSON"),
+    output: Format = output_option(),
+    as_json: bool = typer.Option(False, "--json", help="the same as -o json"),
 ) -> None:
     """Create and update users, groups and Slurm accounts in bulk. The whole input is checked first:
     if anything is invalid nothing is written (unless --skip-invalid). Safe to re-run: an import
-    writes only what differs from the store."""
+    writes only what differs from the store. With -o json or yaml: the report (summary, changes,
+    problems, skipped, errors; with --plan the target plan); the exit codes are the same."""
+    shown = chosen(output, as_json)  # (fmt is the input's format)
     cli = context()
     if not files and not (from_ldap or from_slurm):
         fail("give a FILE, or --from-ldap and/or --from-slurm", Exit.USAGE)
@@ -71,19 +75,19 @@ def import_(
             with sessions() as session:
                 plan = make_plan(session, cli.settings, doc, skip_invalid=skip_invalid, prune=prune)
             if plan.problems:
-                _report(plan, None, as_json=as_json, dry_run=True)
+                _report(plan, None, shown=shown, dry_run=True)
                 raise typer.Exit(int(Exit.INVALID))
             refusal = None if force else prune_refusal(cli.settings, plan)
             if refusal is not None:
-                _report(plan, None, as_json=as_json, dry_run=True)
+                _report(plan, None, shown=shown, dry_run=True)
                 fail(refusal, Exit.PRECONDITION)
             if dry_run:
                 target_plan = _target_plan(cli, plan) if with_plan else None
-                _report(plan, None, as_json=as_json, dry_run=True, target_plan=target_plan)
+                _report(plan, None, shown=shown, dry_run=True, target_plan=target_plan)
                 if target_plan is not None and not target_plan.ok:
                     raise typer.Exit(int(Exit.TARGET_FAILED))
                 return
-            outcome = _apply(cli, plan, quiet=as_json)
+            outcome = _apply(cli, plan, quiet=shown is not Format.table)
     except KeyboardInterrupt:
         err.print(
             "interrupted: the chunks written so far stay (each whole, with its outbox marks); "
@@ -93,7 +97,7 @@ def import_(
         raise typer.Exit(130) from None
     except LockTimeout:
         fail("another import is running", Exit.CONFLICT)
-    _report(plan, outcome, as_json=as_json, dry_run=False)
+    _report(plan, outcome, shown=shown, dry_run=False)
     if outcome.errors:
         raise typer.Exit(int(Exit.CONFLICT))
 
@@ -160,13 +164,13 @@ def _target_plan(cli: Cli, plan: Plan) -> Any:
 
 
 def _report(
-    plan: Plan, outcome: Outcome | None, *, as_json: bool, dry_run: bool, target_plan: Any = None
+    plan: Plan, outcome: Outcome | None, *, shown: Format, dry_run: bool, target_plan: Any = None
 ) -> None:
     counts = plan.counts()
     errors = outcome.errors if outcome else []
     for item, _ in errors:
         counts[item.kind]["errors"] += 1
-    if as_json:
+    if shown is not Format.table:
         data: dict[str, Any] = {
             "dry_run": dry_run,
             "ok": not plan.problems and not errors,
@@ -182,7 +186,7 @@ def _report(
         }
         if target_plan is not None:
             data["plan"] = [c.as_json() for c in target_plan.changes]
-        print_json(data)
+        print_data(data, shown)
         return
     for problem in plan.problems:
         err.print(f"[red]invalid:[/red] {problem}", highlight=False, soft_wrap=True)

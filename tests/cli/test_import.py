@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -129,6 +130,14 @@ def test_invalid_file_reports_every_problem_and_writes_nothing(
     ):
         assert expected in result.stderr, (expected, result.stderr)
     assert set(_users(sessions)) == {"taken"}
+    # for scripts: the same exit code, every problem with where it is; -o yaml = -o json
+    as_json = run_sup("import", str(bad), "-o", "json", env=env)
+    as_yaml = run_sup("import", str(bad), "-o", "yaml", env=env)
+    assert as_json.returncode == as_yaml.returncode == 5
+    report = json.loads(as_json.stdout)
+    assert yaml.safe_load(as_yaml.stdout) == report and report["ok"] is False
+    assert {p["where"] for p in report["problems"]} == {f"line {n}" for n in (3, 5, 6, 7, 8, 9, 10)}
+    assert set(_users(sessions)) == {"taken"}
 
     skipped = run_sup("import", str(bad), "--skip-invalid", "--json", env=env)
     assert skipped.returncode == 0, skipped.stderr
@@ -169,6 +178,8 @@ def test_dry_run_writes_nothing(env: dict[str, str], sessions: sessionmaker[Sess
     data = json.loads(planned.stdout)
     assert [c["name"] for c in data["changes"]] == ["lab1", "lab2"]
     assert data["plan"] == []  # every target is disabled here
+    as_yaml = run_sup("import", str(groups), "--dry-run", "--plan", "-o", "yaml", env=env)
+    assert as_yaml.returncode == 0 and yaml.safe_load(as_yaml.stdout) == data
     assert _count(sessions, Group) == 0
 
 
