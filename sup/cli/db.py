@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from sup.cli.common import context, out
+from sup.cli.output import Format, output_option, print_data
 from sup.store import migrate
 from sup.store.migrate import current_revision, head_revision
 
@@ -28,7 +29,10 @@ def downgrade(revision: str = typer.Argument(..., help="target revision, e.g. -1
 
 
 @app.command()
-def current() -> None:
-    """Print the schema revision of the database and the newest one this SUP knows."""
+def current(output: Format = output_option()) -> None:
+    """Print the schema revision of the database and the newest one this SUP knows. With -o json or
+    yaml: {"current": revision or null, "head": revision}."""
     cli = context()
-    out.print(f"current: {current_revision(cli.engine) or 'none'}\nhead:    {head_revision()}")
+    revision = current_revision(cli.engine)
+    if not print_data({"current": revision, "head": head_revision()}, output):
+        out.print(f"current: {revision or 'none'}\nhead:    {head_revision()}")

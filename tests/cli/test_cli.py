@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -105,12 +106,17 @@ def test_unmigrated_database_exits_6_and_upgrade_fixes_it(tmp_path: Path) -> Non
     assert result.returncode == 6 and "sup db upgrade" in result.stderr
     serve = run_sup("serve", "--port", "1", env=env)
     assert serve.returncode == 6
+    before = run_sup("db", "current", "-o", "json", env=env)  # for a script deciding to upgrade
+    assert json.loads(before.stdout) == {"current": None, "head": migrate.head_revision()}
     upgraded = run_sup("db", "upgrade", env=env)
     head = migrate.head_revision()
     assert upgraded.returncode == 0 and f"database at revision {head}" in upgraded.stdout
     assert run_sup("user", "list", "--json", env=env).stdout.strip() == "[]"
     current = run_sup("db", "current", env=env)
     assert f"current: {head}" in current.stdout
+    as_json = run_sup("db", "current", "-o", "json", env=env)
+    as_yaml = run_sup("db", "current", "-o", "yaml", env=env)
+    assert json.loads(as_json.stdout) == {"current": head, "head": head} == yaml.safe_load(as_yaml.stdout)
 
 
 def test_default_database_is_a_sqlite_file_in_the_working_directory(tmp_path: Path) -> None:
