@@ -12,6 +12,7 @@ from pathlib import Path
 import typer
 
 from sup.cli.common import Exit, fail, settings_or_exit
+from sup.cli.output import Format, output_option, print_data
 from sup.config.home_dirs import HomeDirsSettings
 
 app = typer.Typer(help="The home directory maker for kube.home_mode shared (docs/homes.md).")
@@ -36,8 +37,11 @@ def sync(
         None, "--passwd", help="read the people from this file of passwd lines instead of the API server"
     ),
     log_level: str = typer.Option("info", "--log-level", help="log level (debug, info, warning, error)"),
+    output: Format = output_option(),
 ) -> None:
-    """One pass: make, fix and move every wanted home; exit 8 if anything was refused."""
+    """One pass: make, fix and move every wanted home; exit 8 if anything was refused. Prints the
+    counts (name=count); with -o json or yaml also the paths made, fixed and moved and each refusal
+    (the log on stderr says the same)."""
     from sup.home_dirs.quota import QuotaError
     from sup.home_dirs.service import Memo, report
     from sup.home_dirs.service import sync as sync_pass
@@ -58,7 +62,15 @@ def sync(
     except (OSError, QuotaError) as exc:
         fail(f"the pass failed: {exc}", Exit.NOT_READY)
     report(outcome, memo, every=True)
-    typer.echo(" ".join(f"{name}={count}" for name, count in outcome.counts().items()))
+    data = {
+        "counts": outcome.counts(),
+        "made": outcome.made,
+        "fixed": outcome.fixed,
+        "moved": outcome.moved,
+        "refused": [{"what": r.what, "reason": r.reason} for r in outcome.refused],
+    }
+    if not print_data(data, output):
+        typer.echo(" ".join(f"{name}={count}" for name, count in outcome.counts().items()))
     if outcome.refused:
         raise typer.Exit(int(Exit.TARGET_FAILED))
 

@@ -3,6 +3,7 @@ nothing deleted; and `sup homes sync --once` with its exit codes."""
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import subprocess
@@ -10,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from sup.config.home_dirs import HomeDirsSettings
 from sup.home_dirs.service import sync
@@ -100,13 +102,13 @@ def test_a_symlink_swapped_in_for_a_parent_is_not_followed_when_making(tmp_path:
     assert list(target.iterdir()) == []
 
 
-def _cli(mount: Path, passwd: Path, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+def _cli(mount: Path, passwd: Path, tmp_path: Path, *extra: str) -> subprocess.CompletedProcess[str]:
     config = tmp_path / "sup.yaml"
     config.write_text(
         f"home_dirs:\n  namespace: users\n  mount: {mount}\n  metrics_port: null\nlog:\n  format: text\n"
     )
     env = {**os.environ, "SUP_CONFIG": str(config)}
-    command = ["homes", "sync", "--once", "--passwd", str(passwd)]
+    command = ["homes", "sync", "--once", "--passwd", str(passwd), *extra]
     return subprocess.run(
         [sys.executable, "-c", "from sup.cli import main; main()", *command],
         capture_output=True, text=True, env=env, timeout=60, check=False,
@@ -126,6 +128,15 @@ def test_sync_once_exits_8_when_something_is_refused(tmp_path: Path) -> None:
     done = _cli(mount, passwd, tmp_path)
     assert done.returncode == 8
     assert "refused /elsewhere/out" in done.stderr and "not under the home root /home" in done.stderr
+    # for scripts: the same exit code, the counts and each refusal; -o yaml is the same as -o json
+    as_json = _cli(mount, passwd, tmp_path, "-o", "json")
+    as_yaml = _cli(mount, passwd, tmp_path, "-o", "yaml")
+    assert as_json.returncode == as_yaml.returncode == 8
+    data = json.loads(as_json.stdout)
+    assert yaml.safe_load(as_yaml.stdout) == data
+    assert data["counts"] == {"made": 0, "fixed": 0, "moved": 0, "refused": 1, "homes": 1}
+    assert [r["what"] for r in data["refused"]] == ["/elsewhere/out"]
+    assert "not under the home root /home" in data["refused"][0]["reason"]
 
 
 def test_a_rename_out_of_a_deeper_directory_finds_the_old_home(tmp_path: Path) -> None:
