@@ -89,18 +89,30 @@ async def _principal(request: Request, bearer: str) -> tuple[str, str]:
     return token.name, token.role
 
 
+def context(request: Request, actor: Actor) -> ApiContext:
+    """The handler's context for `actor`, once they are authenticated."""
+    state = request.app.state
+    return ApiContext(settings=state.settings, engine=state.engine, sessions=state.sessions, actor=actor)
+
+
+async def authorized(
+    request: Request, credentials: HTTPAuthorizationCredentials | None, needed: Role
+) -> ApiContext:
+    """The context of the bearer token's holder: 401 without a valid token, 403 without the role."""
+    if credentials is None or credentials.scheme.lower() != "bearer":
+        raise unauthorized("a bearer token is required (Authorization: Bearer ...)")
+    name, role = await _principal(request, credentials.credentials)
+    if not role_allows(role, needed):
+        raise HTTPException(403, f"token {name!r} has role {role}; this needs {needed.value}")
+    request_id = getattr(request.state, "request_id", None)
+    return context(request, Actor(name=name, role=role, request_id=request_id))
+
+
 def requires(needed: Role) -> object:
     async def dependency(
         request: Request, credentials: HTTPAuthorizationCredentials | None = Depends(bearer_scheme)
     ) -> ApiContext:
-        if credentials is None or credentials.scheme.lower() != "bearer":
-            raise unauthorized("a bearer token is required (Authorization: Bearer ...)")
-        name, role = await _principal(request, credentials.credentials)
-        if not role_allows(role, needed):
-            raise HTTPException(403, f"token {name!r} has role {role}; this needs {needed.value}")
-        actor = Actor(name=name, role=role, request_id=getattr(request.state, "request_id", None))
-        state = request.app.state
-        return ApiContext(settings=state.settings, engine=state.engine, sessions=state.sessions, actor=actor)
+        return await authorized(request, credentials, needed)
 
     return Depends(dependency)
 

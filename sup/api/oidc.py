@@ -132,6 +132,17 @@ class OidcVerifier:
     # --- tokens ---------------------------------------------------------------------------------------
 
     def verify(self, token: str) -> OidcIdentity:
+        claims = self.verified_claims(token)
+        subject = str(claims.get("sub") or "")
+        if not subject:
+            raise InvalidToken("the token has no subject")
+        named = claims.get(self.settings.username_claim)
+        username = named if isinstance(named, str) and named else subject
+        return OidcIdentity(subject=subject, username=username, role=self.role_of(claims), claims=claims)
+
+    def verified_claims(self, token: str) -> dict[str, Any]:
+        """The claims of `token` once its signature, iss, aud, exp, nbf and type are checked: a
+        genuine, current access token for SUP (who it names is the caller's business)."""
         try:
             kid = jws.JWS.from_jose_token(token).jose_header.get("kid")
         except (JWException, ValueError):
@@ -157,13 +168,8 @@ class OidcVerifier:
             raise InvalidToken("the token's signature or claims are not valid") from None
         # Checked only once the signature holds: the reasons below describe a genuine token.
         self._check_not_before(claims)
-        _check_access_token(header, claims)
-        subject = str(claims.get("sub") or "")
-        if not subject:
-            raise InvalidToken("the token has no subject")
-        named = claims.get(self.settings.username_claim)
-        username = named if isinstance(named, str) and named else subject
-        return OidcIdentity(subject=subject, username=username, role=self.role_of(claims), claims=claims)
+        check_access_token(header, claims)
+        return dict(claims)
 
     def _check_not_before(self, claims: dict[str, Any]) -> None:
         """`nbf` (RFC 7519 §4.1.5), with the leeway. jwcrypto checks it only when no claims to check
@@ -201,7 +207,7 @@ ACCESS_TOKEN_MEDIA_TYPES = frozenset({"jwt", "at+jwt"})
 puts on all its tokens), compared without `application/` and case (RFC 7515 §4.1.9)."""
 
 
-def _check_access_token(header: dict[str, Any], claims: dict[str, Any]) -> None:
+def check_access_token(header: dict[str, Any], claims: dict[str, Any]) -> None:
     """Refuse a token that says it is not an access token: an ID token (Keycloak `typ: ID`) is proof
     of a login made for some client, not a grant to call SUP."""
     media_type = header.get("typ")

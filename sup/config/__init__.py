@@ -22,6 +22,7 @@ from sup.config.api import (
     OidcRole,
     OidcSettings,
     RateLimit,
+    ScimOAuthConnection,
     ScimRateLimit,
     ScimSettings,
 )
@@ -48,6 +49,7 @@ __all__ = [
     "OidcSettings",
     "RateLimit",
     "ReconcileSettings",
+    "ScimOAuthConnection",
     "ScimRateLimit",
     "ScimSettings",
     "Settings",

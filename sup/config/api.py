@@ -3,9 +3,10 @@ service provider (`scim`)."""
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 
 from sup.common.sections import Section
 
@@ -126,17 +127,105 @@ class OidcSettings(Section):
         return self
 
     def url_problem(self, url: str) -> str | None:
-        """Why SUP will not read the token keys from `url` (None: it will): whoever can change the
-        keys in transit can sign tokens, so https only, plain http only with allow_insecure_http."""
-        scheme = url.partition(":")[0].lower()
-        if scheme == "https" or (scheme == "http" and self.allow_insecure_http):
-            return None
-        if scheme == "http":
-            return (
-                f"{url!r} is plain http, so the token keys could be replaced in transit: use https, or set "
-                "oidc.allow_insecure_http: true (SUP_OIDC__ALLOW_INSECURE_HTTP=true) for a test realm"
+        """Why SUP will not read the token keys from `url` (None: it will)."""
+        allow = "oidc.allow_insecure_http: true (SUP_OIDC__ALLOW_INSECURE_HTTP=true)"
+        return url_problem(url, self.allow_insecure_http, allow)
+
+
+def url_problem(url: str, allow_insecure_http: bool, how_to_allow: str) -> str | None:
+    """Why SUP will not send or read credentials at `url` (None: it will): whoever can change token
+    keys or introspection answers in transit can sign or vouch for tokens, so https only, plain http
+    only when the settings allow it (a test realm on loopback)."""
+    scheme = url.partition(":")[0].lower()
+    if scheme == "https" or (scheme == "http" and allow_insecure_http):
+        return None
+    if scheme == "http":
+        return (
+            f"{url!r} is plain http, so tokens could be forged or vouched for in transit: use https, or set "
+            f"{how_to_allow} for a test realm"
+        )
+    return f"{url!r} is not an https URL"
+
+
+SCIM_CONNECTION_NAME = re.compile(r"[a-z0-9][a-z0-9_.-]{0,58}")
+"""A SCIM connection's name: a token name (sup/tokens/service.py) short enough for `scim:NAME`."""
+
+
+class ScimOAuthConnection(Section):
+    """A SCIM connection whose identity provider pushes with OAuth access tokens it issues itself
+    (settings key `scim.oauth.NAME`), instead of a static SUP token. What it writes has the source
+    `scim:NAME`, as with a static token of that name.
+
+    With `introspection_url`, every token is checked at the issuer's RFC 7662 endpoint (opaque or
+    JWT); without, a token must be a JWT signed by a key of the issuer's JWKS (e.g. Entra ID's OAuth
+    option). Either way it is accepted only when it is active, its `iss` is `issuer`, its `aud`
+    names `audience` and its `exp` has not passed.
+    """
+
+    issuer: str = Field(
+        description="the `iss` of accepted tokens", examples=["https://sso.example.org/realms/research"]
+    )
+    introspection_url: str | None = Field(
+        None,
+        description="the RFC 7662 endpoint that says whether a token is active; null: tokens are JWTs "
+        "verified by the issuer's JWKS",
+        examples=["https://sso.example.org/realms/research/protocol/openid-connect/token/introspect"],
+    )
+    client_id: str | None = Field(
+        None, description="SUP's client at the introspection endpoint (HTTP Basic authentication)"
+    )
+    client_secret: SecretStr | None = Field(None, description="that client's secret")
+    audience: str | None = Field(
+        None,
+        description="must be in the token's `aud`; default: client_id (introspection). Required for JWKS",
+    )
+    jwks_url: str | None = Field(
+        None, description="JWKS only: the token keys' URL; default: jwks_uri from the issuer's discovery"
+    )
+    cache_seconds: int = Field(
+        60,
+        ge=0,
+        le=3600,
+        description="an active token is taken without asking again for this long (never past its exp); "
+        "the bound on how long a token revoked at the issuer still works",
+    )
+    jwks_cache_seconds: int = Field(300, ge=0, description="JWKS only: the keys are re-read after this")
+    leeway_seconds: int = Field(30, ge=0, le=300, description="clock skew allowed on exp and nbf")
+    timeout_seconds: float = Field(
+        5.0, gt=0, le=60, description="one introspection request; past it the SCIM request gets 503"
+    )
+    verify_tls: bool = Field(
+        True, description="verify the issuer's TLS certificate; false: a test realm only"
+    )
+    ca_file: str | None = Field(
+        None, description="CA certificates (PEM) that sign the issuer's; default: the system's"
+    )
+    allow_insecure_http: bool = Field(
+        False, description="true: accept plain-http URLs (a test realm on loopback), never in production"
+    )
+
+    @model_validator(mode="after")
+    def _complete(self) -> ScimOAuthConnection:
+        hint = "scim.oauth.NAME.allow_insecure_http: true"
+        for key in ("issuer", "introspection_url", "jwks_url"):
+            url = getattr(self, key)
+            problem = url_problem(url, self.allow_insecure_http, hint) if url is not None else None
+            if problem is not None:
+                raise ValueError(f"{key}: {problem}")
+        if self.introspection_url is not None:
+            if not self.client_id or self.client_secret is None:
+                raise ValueError("introspection_url needs client_id and client_secret (SUP's client there)")
+            if self.jwks_url is not None:
+                raise ValueError("give introspection_url or jwks_url, not both")
+        elif not self.audience:
+            raise ValueError(
+                "a JWKS connection (no introspection_url) needs audience: the aud its tokens carry"
             )
-        return f"{url!r} is not an https URL"
+        return self
+
+    @property
+    def expected_audience(self) -> str:
+        return self.audience or self.client_id or ""
 
 
 class ScimSettings(Section):
@@ -183,3 +272,18 @@ class ScimSettings(Section):
         ge=1024,
         description="largest /Bulk body (bulk.maxPayloadSize); never above api.max_body_bytes, which caps it",
     )
+    oauth: dict[str, ScimOAuthConnection] = Field(
+        default_factory=dict,
+        description="connections that push with OAuth access tokens their IdP issues (introspection or "
+        "JWKS), by connection name; docs/identity-providers.md",
+    )
+
+    @field_validator("oauth")
+    @classmethod
+    def _connection_names(cls, value: dict[str, ScimOAuthConnection]) -> dict[str, ScimOAuthConnection]:
+        for name in value:
+            if not SCIM_CONNECTION_NAME.fullmatch(name):
+                raise ValueError(
+                    f"connection name {name!r}: 1-59 characters, lower-case letters, digits, '_', '.', '-'"
+                )
+        return value

@@ -33,6 +33,15 @@ def item_model_of(annotation: Any) -> type[BaseModel] | None:
     return None
 
 
+def mapped_model_of(annotation: Any) -> type[BaseModel] | None:
+    """The model of a map's values (`scim.oauth: dict[str, ScimOAuthConnection]`), None for anything else."""
+    if get_origin(annotation) is dict:
+        args = get_args(annotation)
+        if len(args) == 2 and isinstance(args[1], type) and issubclass(args[1], BaseModel):
+            return args[1]
+    return None
+
+
 def is_optional(annotation: Any) -> bool:
     return type(None) in _union_members(annotation)
 

@@ -22,6 +22,7 @@ from sup.config.describe import (
     is_optional,
     is_secret,
     item_model_of,
+    mapped_model_of,
     model_of,
     type_text,
     yaml_value,
@@ -150,6 +151,9 @@ def _rows(fields: dict[str, FieldInfo], prefix: str, defaults: Any = None) -> It
         items = item_model_of(field.annotation)
         if items is not None:
             yield from _rows(items.model_fields, f"{key}[].")
+        mapped = mapped_model_of(field.annotation)
+        if mapped is not None:
+            yield from _rows(mapped.model_fields, f"{key}.NAME.")
 
 
 def _default(field: FieldInfo) -> Any:

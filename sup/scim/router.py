@@ -17,29 +17,57 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request, Response
+from fastapi.security import HTTPAuthorizationCredentials
 from scim2_models import NotFoundException, NotImplementedException
 from scim2_server.routing import Operation, match
 from starlette.concurrency import run_in_threadpool
 
-from sup.api.context import ApiContext, requires
+from sup.api.context import ApiContext, authorized, bearer_scheme, context, unauthorized
+from sup.api.oidc import InvalidToken
 from sup.api.ratelimit import retry_after_seconds
 from sup.domain.roles import Role
-from sup.scim.errors import SCIM_PREFIX, RateLimited, ScimRoute
+from sup.domain.tokens import may_be_token
+from sup.scim.errors import SCIM_PREFIX, RateLimited, ScimRoute, ServiceUnavailable
 from sup.scim.metrics import SCIM_REQUESTS
+from sup.scim.oauth import IssuerUnavailable, TooManyChecks
 from sup.scim.provider import served_config
 from sup.scim.runtime import base_url, http_response, runtime, scim_request
+from sup.store.audit import Actor
 
 router = APIRouter(prefix=SCIM_PREFIX, tags=["scim"], route_class=ScimRoute)
 
-ScimToken = Annotated[ApiContext, requires(Role.scim)]
 
-
-async def connection(request: Request, ctx: ScimToken) -> ApiContext:
-    """The SCIM connection (token) making the request, within its rate limit (else 429)."""
+async def connection(
+    request: Request, credentials: HTTPAuthorizationCredentials | None = Depends(bearer_scheme)
+) -> ApiContext:
+    """The SCIM connection making the request, within its rate limit (else 429): a SUP token of role
+    `scim`, or an access token of a `scim.oauth` connection (sup/scim/oauth.py)."""
+    ctx = await _authenticated(request, credentials)
     wait = runtime(request.app).limiter.acquire(ctx.actor.name)
     if wait > 0:
         raise RateLimited(retry_after=retry_after_seconds(wait))
     return ctx
+
+
+async def _authenticated(request: Request, credentials: HTTPAuthorizationCredentials | None) -> ApiContext:
+    oauth = runtime(request.app).oauth
+    bearer = credentials.credentials if credentials and credentials.scheme.lower() == "bearer" else None
+    if bearer is None or not oauth.configured or may_be_token(bearer):
+        return await authorized(request, credentials, Role.scim)
+    address = request.client.host if request.client else "?"
+    try:
+        name = await run_in_threadpool(oauth.connection_of, bearer, address)
+    except InvalidToken as exc:
+        raise unauthorized(str(exc)) from None
+    except IssuerUnavailable as exc:
+        raise ServiceUnavailable(detail=f"{exc}; retry shortly") from None
+    except TooManyChecks as exc:
+        raise RateLimited(
+            retry_after=retry_after_seconds(exc.wait),
+            detail="too many new access tokens from this address to check; retry after the Retry-After delay",
+        ) from None
+    request_id = getattr(request.state, "request_id", None)
+    return context(request, Actor(name=name, role=Role.scim.value, request_id=request_id))
 
 
 Connection = Annotated[ApiContext, Depends(connection)]

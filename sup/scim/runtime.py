@@ -30,6 +30,7 @@ from sup.api.context import ApiContext
 from sup.api.ratelimit import RateLimiter
 from sup.config import Settings
 from sup.scim.errors import SCIM_MEDIA_TYPE, SCIM_PREFIX
+from sup.scim.oauth import ScimOAuth
 from sup.scim.provider import build_provider
 from sup.scim.service import SupScimHandler, SupScimService
 from sup.scim.storage import SqlStorage
@@ -87,6 +88,7 @@ class ScimRuntime:
     settings: Settings
     service: SupScimService
     limiter: RateLimiter
+    oauth: ScimOAuth
     # Strong references to the generic classes the service parametrizes on every request: pydantic
     # and scim2-models cache them weakly, and rebuilding one costs milliseconds.
     generics: list[Any] = field(default_factory=list)
@@ -124,6 +126,7 @@ def runtime(app: FastAPI) -> ScimRuntime:
                 settings=settings,
                 service=service,
                 limiter=RateLimiter(settings.scim.rate_limit),
+                oauth=ScimOAuth(settings.scim),
                 generics=_parametrized(service),
             )
             app.state.scim = found

@@ -2,7 +2,8 @@
 every kind of secret SUP meets, and then its whole log and every answer it gave grepped for them.
 
 Secrets used: the admin, operator and SCIM bearer tokens; a wrong but well-formed token; the LDAP bind
-password (SUP binds with it on every pass); the Kubernetes client key SUP's kubeconfig names; an SSH
+password (SUP binds with it on every pass); a SCIM OAuth connection's introspection client secret
+and an access token pushed on it; the Kubernetes client key SUP's kubeconfig names; an SSH
 *private* key pasted where a public key belongs (API and SCIM); a SCIM `password` attribute; and a
 token created through the API, whose secret may appear in exactly one place: the answer that
 created it.
@@ -21,6 +22,7 @@ from cryptography.hazmat.primitives.asymmetric import ed25519
 
 from tests.e2e.stack import Stack, wait_until
 from tests.support import keys
+from tests.support.ports import free_port
 from tests.support.server import SupServer
 
 API = "/api/v1"
@@ -46,6 +48,21 @@ def _key_material(pem: str) -> list[str]:
 @pytest.mark.timeout(300)
 def test_no_secret_in_logs_errors_or_api_output(stack: Stack) -> None:
     stack.config["log"] = {"format": "json"}
+    # A SCIM connection checked by introspection at an endpoint that is not there: its client secret
+    # is sent nowhere, and the access token an IdP pushes with is refused (503) without being echoed.
+    oauth_secret = secrets.token_urlsafe(24)
+    introspection = f"http://127.0.0.1:{free_port()}/introspect"
+    stack.config["scim"] = {
+        "oauth": {
+            "idp": {
+                "issuer": "http://127.0.0.1/realms/none",
+                "introspection_url": introspection,
+                "client_id": "sup",
+                "client_secret": oauth_secret,
+                "allow_insecure_http": True,
+            }
+        }
+    }
     # At debug level: the most a misconfigured production could log.
     server = SupServer(stack.env(), stack.directory / "debug.log", log_level="debug")
     stack.servers.append(server)
@@ -90,6 +107,8 @@ def test_no_secret_in_logs_errors_or_api_output(stack: Stack) -> None:
     body = {"schemas": [USER_SCHEMA], "userName": "sam", "x509Certificates": [{"value": private_key}]}
     call("POST", "/scim/v2/Users", scim, json=body)
     assert call("GET", "/scim/v2/Users", {"Authorization": f"Bearer {wrong}"}).status_code == 401
+    access_token = f"opaque-{secrets.token_urlsafe(32)}"
+    assert call("GET", "/scim/v2/Users", {"Authorization": f"Bearer {access_token}"}).status_code == 503
     assert call("GET", f"{API}/tokens", admin).status_code == 200
 
     # A token made through the API: its secret is in that one answer and nowhere else.
@@ -122,6 +141,8 @@ def test_no_secret_in_logs_errors_or_api_output(stack: Stack) -> None:
         "api-created token": new_secret,
         "ldap bind password": bind_password,
         "scim password": scim_password,
+        "scim oauth client secret": oauth_secret,
+        "scim oauth access token": access_token,
         **{f"ssh private key line {i}": line for i, line in enumerate(_key_material(private_key))},
         **{f"kube client key line {i}": line for i, line in enumerate(_key_material(kube_key))},
     }

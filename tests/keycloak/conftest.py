@@ -7,9 +7,11 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from fastapi.testclient import TestClient
 from sqlalchemy import Engine, event
 from sqlalchemy.orm import Session, sessionmaker
 
+from sup.app import create_app
 from sup.config import Settings
 from sup.store.session import make_engine, make_sessionmaker
 from tests.ldap.site import Site
@@ -46,6 +48,22 @@ def store_engine(store_url: str) -> Iterator[Engine]:
 @pytest.fixture
 def kc_sessions(store_engine: Engine) -> sessionmaker[Session]:
     return make_sessionmaker(store_engine)
+
+
+@pytest.fixture
+def client_for(store_engine: Engine) -> Iterator[Callable[[Settings], TestClient]]:
+    """Factory: a TestClient of the app with these settings on the test store (closed after)."""
+    clients: list[TestClient] = []
+
+    def make(settings: Settings) -> TestClient:
+        client = TestClient(create_app(settings, store_engine), raise_server_exceptions=False)
+        client.__enter__()
+        clients.append(client)
+        return client
+
+    yield make
+    for client in clients:
+        client.__exit__(None, None, None)
 
 
 @pytest.fixture

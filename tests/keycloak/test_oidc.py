@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 from fastapi.testclient import TestClient
@@ -12,7 +12,6 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from sup.api import oidc
-from sup.app import create_app
 from sup.config import Settings
 from sup.sources.keycloak.runner import full_sync
 from tests.ldap.site import Site
@@ -36,21 +35,6 @@ def _person(realm: Realm, username: str, *roles: str, **attributes: list[str]) -
 def roles(realm: Realm) -> None:
     for role in ("sup-admin", "sup-operator", "sup-viewer"):
         realm.admin.create_realm_role({"name": role})
-
-
-@pytest.fixture
-def client_for(store_engine: Engine) -> Iterator[Callable[[Settings], TestClient]]:
-    clients: list[TestClient] = []
-
-    def make(settings: Settings) -> TestClient:
-        client = TestClient(create_app(settings, store_engine), raise_server_exceptions=False)
-        client.__enter__()
-        clients.append(client)
-        return client
-
-    yield make
-    for client in clients:
-        client.__exit__(None, None, None)
 
 
 def _bearer(token: str) -> dict[str, str]:

@@ -36,6 +36,22 @@ def test_helm_lint_passes(helm_binary: str) -> None:
         assert "1 chart(s) linted, 0 chart(s) failed" in result.stdout
 
 
+def test_scim_oauth_client_secrets_come_from_secrets_by_connection(helm_binary: str) -> None:
+    """Each introspecting SCIM connection's client secret reaches SUP as the variable its settings
+    read (SUP_SCIM__OAUTH__NAME__CLIENT_SECRET), never inline; a name no variable can carry is refused."""
+    ref = "secrets.scimOAuthClientSecrets.okta_corp"
+    objects = render(helm_binary, "sup-system", f"{ref}.name=sup-scim-okta", f"{ref}.key=client_secret")
+    (container,) = _by_kind(objects)["Deployment"]["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e for e in container["env"]}
+    assert env["SUP_SCIM__OAUTH__OKTA_CORP__CLIENT_SECRET"] == {
+        "name": "SUP_SCIM__OAUTH__OKTA_CORP__CLIENT_SECRET",
+        "valueFrom": {"secretKeyRef": {"name": "sup-scim-okta", "key": "client_secret"}},
+    }
+    bad = "secrets.scimOAuthClientSecrets.okta-corp"
+    with pytest.raises(AssertionError, match="okta-corp"):
+        render(helm_binary, "sup-system", f"{bad}.name=sup-scim-okta", f"{bad}.key=client_secret")
+
+
 def test_the_chart_renders_a_restricted_deployment_with_probes_and_secret_references(
     helm_binary: str,
 ) -> None:

@@ -145,6 +145,11 @@ lock_dir set to the emptyDir the chart mounts there), after refusing values that
     secretKeyRef: {name: {{ .name }}, key: {{ .key }}}
 {{- end }}
 {{- end }}
+{{- range $connection, $ref := .Values.secrets.scimOAuthClientSecrets }}
+- name: SUP_SCIM__OAUTH__{{ upper $connection }}__CLIENT_SECRET
+  valueFrom:
+    secretKeyRef: {name: {{ $ref.name }}, key: {{ $ref.key }}}
+{{- end }}
 {{- end -}}
 
 {{- define "sup.gatewayName" -}}
