@@ -35,6 +35,8 @@ from sup.scim.router import router as scim_router
 from sup.slurm_accounts.router import router as slurm_router
 from sup.sources.keycloak.router import router as sources_router
 from sup.sources.keycloak.scheduler import KeycloakPuller
+from sup.ssh_ca.router import router as ssh_ca_router
+from sup.ssh_ca.service import SshCa
 from sup.store.session import make_engine, make_sessionmaker
 from sup.tokens.router import router as tokens_router
 from sup.users.router import router as users_router
@@ -80,6 +82,8 @@ def create_app(settings: Settings, engine: Engine | None = None, *, reconciler: 
     app.state.sessions = make_sessionmaker(engine)
     app.state.reconciler = worker
     app.state.oidc = OidcVerifier(settings.oidc) if settings.oidc is not None else None
+    # The CA's key is read once, here: a missing or unusable key stops `sup serve` at startup.
+    app.state.ssh_ca = SshCa(settings.ssh_ca) if settings.ssh_ca is not None else None
     app.state.token_cache = TokenCache()  # successful bearer lookups, 5 s (sup/api/token_cache.py)
 
     # Each router carries its full path (API_PREFIX included): route templates in metrics stay exact.
@@ -96,6 +100,7 @@ def create_app(settings: Settings, engine: Engine | None = None, *, reconciler: 
         me_router,
         admin_router,
         logins_router,
+        ssh_ca_router,
     )
     for router in routers:
         app.include_router(router)

@@ -29,6 +29,7 @@ from sup.config.home_dirs import HomeDirsSettings
 from sup.config.ids import IdPolicy
 from sup.config.reconcile import LifecycleSettings, ReconcileSettings
 from sup.config.sources import KeycloakSettings, SourcePolicy
+from sup.config.ssh_ca import SshCaSettings
 from sup.domain.gids import uid_ranges
 from sup.domain.usernames import UsernameRule
 from sup.targets.registry import SPECS, TargetSections
@@ -57,6 +58,7 @@ class SettingsBase(BaseSettings):
     access: AccessPolicy = AccessPolicy()
     keycloak: KeycloakSettings | None = None
     oidc: OidcSettings | None = None
+    ssh_ca: SshCaSettings | None = None  # absent: SUP signs no SSH certificates
     sources: SourcePolicy = SourcePolicy()
     reconcile: ReconcileSettings = ReconcileSettings()
     lifecycle: LifecycleSettings = LifecycleSettings()
