@@ -1,5 +1,6 @@
 """The composition root: the FastAPI application (admin API under /api/v1, SCIM under /scim/v2, health
-endpoints, OpenAPI at /docs) wired with every feature's router, the reconciler and the Keycloak puller.
+endpoints, OpenAPI at /docs) wired with every feature's router, the reconciler, the Keycloak puller
+and the audit stream.
 
 It sits above every feature package: nothing in sup/ but the CLI imports it."""
 
@@ -24,6 +25,7 @@ from sup.api.middleware import (
 from sup.api.oidc import OidcVerifier
 from sup.api.token_cache import TokenCache
 from sup.audit.router import router as audit_router
+from sup.audit.ship import AuditStream
 from sup.config import Settings
 from sup.groups.router import router as groups_router
 from sup.logins.router import router as logins_router
@@ -59,6 +61,13 @@ def create_app(settings: Settings, engine: Engine | None = None, *, reconciler: 
         if worker is not None and settings.keycloak is not None
         else None
     )
+    # The audit stream ships beside the reconciler too (one per `sup serve`; a lock makes it one
+    # across replicas).
+    stream = (
+        AuditStream(settings.audit_out, engine)
+        if worker is not None and settings.audit_out is not None
+        else None
+    )
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -66,9 +75,13 @@ def create_app(settings: Settings, engine: Engine | None = None, *, reconciler: 
             worker.start()
         if puller is not None:
             puller.start()
+        if stream is not None:
+            stream.start()
         try:
             yield
         finally:
+            if stream is not None:
+                stream.stop()
             if puller is not None:
                 puller.stop()
             if worker is not None:

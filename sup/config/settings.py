@@ -24,6 +24,7 @@ from pydantic_settings import (
 
 from sup.config.accounts import AccessPolicy, AccountPolicy
 from sup.config.api import ApiSettings, LogSettings, OidcSettings, ScimSettings
+from sup.config.audit_out import AuditOutSettings
 from sup.config.gateway import GatewaySettings
 from sup.config.home_dirs import HomeDirsSettings
 from sup.config.ids import IdPolicy
@@ -65,6 +66,7 @@ class SettingsBase(BaseSettings):
     scim: ScimSettings = ScimSettings()
     gateway: GatewaySettings | None = None  # absent: no SSH gateway, login pods never sleep
     home_dirs: HomeDirsSettings | None = None  # `sup homes serve` only (docs/homes.md)
+    audit_out: AuditOutSettings | None = None  # absent: the audit log is not shipped anywhere
 
     # The target specs this class has a section for (set by _compose).
     target_specs: ClassVar[tuple[TargetSpec[Any], ...]] = ()
