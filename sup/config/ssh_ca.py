@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from sup.common.sections import Section
+from sup.domain.sshkeys import InvalidSshKey, parse_ssh_public_key
 
 Extension = Literal[
     "permit-pty",
@@ -48,11 +49,26 @@ class SshCaSettings(Section):
         le=MAX_VALIDITY_HOURS,
         description="how long a certificate is valid (a person may ask for less); at most 24",
     )
+    plain_keys: bool = Field(
+        True,
+        description="false: the gateway takes certificates only, not the public keys people uploaded "
+        "(the login pods still read those: docs/ssh-certificates.md)",
+    )
     extensions: list[Extension] = Field(
         default_factory=_default_extensions,
         description="what a certificate permits (OpenSSH extensions); the login pods' sshd settings "
         "still apply on top (kube.ssh_tcp_forwarding, kube.ssh_agent_forwarding)",
     )
+
+    @field_validator("also_trusted")
+    @classmethod
+    def _public_keys(cls, value: list[str]) -> list[str]:
+        for number, line in enumerate(value):
+            try:
+                parse_ssh_public_key(line)
+            except InvalidSshKey as exc:
+                raise ValueError(f"also_trusted[{number}]: {exc}") from None
+        return [line.strip() for line in value]
 
     @field_validator("extensions")
     @classmethod

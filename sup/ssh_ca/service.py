@@ -45,6 +45,11 @@ class SshCa:
         """The CA public keys to trust, the signing one first (TrustedUserCAKeys lines)."""
         return [sshcerts.public_line(self.key, CA_COMMENT), *self.settings.also_trusted]
 
+    @property
+    def fingerprints(self) -> list[str]:
+        """The SHA256 fingerprints of `trusted`, as the gateway compares a certificate's CA."""
+        return [parse_ssh_public_key(line).fingerprint for line in self.trusted]
+
     def certify(
         self, session: Session, actor: Actor, user: User, public_key: str, hours: int | None = None
     ) -> sshcerts.Certificate:

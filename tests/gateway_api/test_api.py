@@ -57,6 +57,7 @@ def test_routes_of_a_person_own_pod_first_then_group_pods(
     assert response.json() == {
         "username": "kim",
         "fingerprints": [fingerprint(KIM_KEY)],
+        "certificate_authorities": [],  # the site signs no SSH certificates
         "pods": [
             {"name": "login", "kind": "user", "owner": "kim", "service": "login-kim", **common},
             {"name": "physics", "kind": "group", "owner": "physics", "service": "group-physics", **common},
