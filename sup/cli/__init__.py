@@ -14,6 +14,7 @@ from sup.cli import (
     identities,
     identity_writes,
     reconcile,
+    ssh,
     sync,
     tokens,
     transfer,
@@ -38,6 +39,7 @@ app.add_typer(identities.group_app, name="group")
 app.add_typer(accounts.app, name="account")
 app.add_typer(sync.app, name="sync")
 app.add_typer(homes.app, name="homes")
+app.add_typer(ssh.app, name="ssh")
 app.add_typer(audit.app, name="audit")
 app.command()(reconcile.plan)
 app.command()(reconcile.reconcile)

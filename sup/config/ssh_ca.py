@@ -49,6 +49,12 @@ class SshCaSettings(Section):
         le=MAX_VALIDITY_HOURS,
         description="how long a certificate is valid (a person may ask for less); at most 24",
     )
+    login_client_id: str | None = Field(
+        None,
+        description="the identity provider's public client `sup ssh login` signs people in with (the "
+        "OAuth device grant on, its tokens' aud naming oidc.audience); null: no such login offered",
+        examples=["sup-ssh"],
+    )
     plain_keys: bool = Field(
         True,
         description="false: the gateway takes certificates only, not the public keys people uploaded "
