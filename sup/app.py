@@ -38,6 +38,7 @@ from sup.sources.keycloak.scheduler import KeycloakPuller
 from sup.store.session import make_engine, make_sessionmaker
 from sup.tokens.router import router as tokens_router
 from sup.users.router import router as users_router
+from sup.users.router import status_router as user_status_router
 
 DESCRIPTION = """
 SUP provisions people and groups from an identity provider into LDAP, Slurm accounting and
@@ -85,6 +86,7 @@ def create_app(settings: Settings, engine: Engine | None = None, *, reconciler: 
     # Each router carries its full path (API_PREFIX included): route templates in metrics stay exact.
     routers = (
         users_router,
+        user_status_router,
         groups_router,
         slurm_router,
         reconcile_router,
