@@ -7,6 +7,7 @@ from datetime import timedelta
 
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy import Engine, event
 from sqlalchemy.orm import Session, sessionmaker
 
 from sup.config import Settings
@@ -116,3 +117,31 @@ def test_search_filters_and_paging_together(client: TestClient, viewer: dict[str
     assert names(source="api", limit=1, offset=1) == (["lee"], 3)
     assert names(source="scim:corp") == ([], 0)
     assert client.get(USERS, params={"q": "x" * 129}, headers=viewer).status_code == 422
+
+
+@pytest.mark.usefixtures("people")
+def test_a_short_page_tells_the_total_without_a_count(
+    client: TestClient, viewer: dict[str, str], engine: Engine
+) -> None:
+    """The total is right on every page; a short page that is not past the end is not counted (a
+    search for a substring scans the table: once, not twice)."""
+    statements: list[str] = []
+
+    def seen(_conn: object, _cursor: object, statement: str, *_: object) -> None:
+        statements.append(statement)
+
+    event.listen(engine, "before_cursor_execute", seen)
+    try:
+        for params, names, total, counted in (
+            ({"limit": 2}, ["kim", "lee"], 3, True),  # a full page: counted
+            ({"limit": 2, "offset": 2}, ["saul"], 3, False),  # the last, short page
+            ({"limit": 2, "offset": 5}, [], 3, True),  # past the end: counted
+            ({"limit": 5}, ["kim", "lee", "saul"], 3, False),
+            ({"q": "nobody"}, [], 0, False),
+        ):
+            statements.clear()
+            body = client.get(USERS, params=params, headers=viewer).json()
+            assert ([u["username"] for u in body["items"]], body["total"]) == (names, total), params
+            assert any("count(" in s.lower() and "users" in s for s in statements) is counted, params
+    finally:
+        event.remove(engine, "before_cursor_execute", seen)
