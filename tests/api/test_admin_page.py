@@ -20,7 +20,6 @@ import pytest
 
 from sup.store import migrate
 from tests.support import keys
-from tests.support.browser import BrowserUnavailable, find_chromium
 from tests.support.cdp import Browser
 from tests.support.cli import run_sup, sup_env
 from tests.support.server import SupServer
@@ -93,12 +92,8 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
 
 
 @pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    try:
-        binary = find_chromium()
-    except BrowserUnavailable as exc:
-        pytest.skip(str(exc))
-    with Browser(binary) as driver:
+def browser(chromium: str) -> Iterator[Browser]:
+    with Browser(chromium) as driver:
         yield driver
 
 

@@ -1,6 +1,6 @@
 """A headless chromium driven through the Chrome DevTools Protocol, for tests that click: navigate,
-run JavaScript in the page, wait for a condition, click, type. `--dump-dom` (tests/support/browser.py)
-only reads a page once; this keeps one browser and one tab open for a test module.
+run JavaScript in the page, wait for a condition, click, type. `--dump-dom` could only read a page
+once; this keeps one browser and one tab open for a test module.
 
 The protocol is JSON over a websocket. The client is websocket-client, already installed as a
 dependency of the Kubernetes client (constraints.txt pins it): no new dependency.
