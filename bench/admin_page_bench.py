@@ -187,7 +187,7 @@ def direct(server: SupServer, token: str, users: int, runs: int) -> dict[str, li
     """The same requests from Python: the server's share without the browser."""
     headers = {"Authorization": f"Bearer {token}"}
     page = [f"u{n:06d}" for n in range(PAGE)]
-    requests = {
+    requests: dict[str, tuple[str, Any]] = {
         "GET /users?limit=50": ("/api/v1/users", {"limit": PAGE}),
         "GET /users?limit=50&offset=25000": ("/api/v1/users", {"limit": PAGE, "offset": 25_000}),
         "GET /users?q=... (one match)": (
@@ -206,7 +206,7 @@ def direct(server: SupServer, token: str, users: int, runs: int) -> dict[str, li
         for _ in range(runs):
             for name, (path, params) in requests.items():
                 started = time.perf_counter()
-                client.get(path, params=params).raise_for_status()
+                client.get(path, params=httpx.QueryParams(params)).raise_for_status()
                 found[name].append((time.perf_counter() - started) * 1000)
     return found
 

@@ -96,15 +96,21 @@ function readFilters() {
   return query;
 }
 
+// Searches may overlap (a filter changed while the last search is on its way): only the latest
+// one's answer is shown, whichever arrives last.
+let latestList = 0;
+
 async function loadUsers() {
+  const mine = ++latestList;
   const params = new URLSearchParams(Object.assign({ limit: pageSize, offset: list.offset }, list.query));
   const page = await api("/api/v1/users?" + params);
-  list.total = page.total;
   let statuses = [];
   if (page.items.length > 0) {
     const names = new URLSearchParams(page.items.map((u) => ["username", u.username]));
     statuses = await api("/api/v1/status/users?" + names);
   }
+  if (mine !== latestList) return;
+  list.total = page.total;
   const byUser = Object.fromEntries(statuses.map((s) => [s.username, s]));
   const targets = statuses.length > 0 ? statuses[0].targets.map((t) => t.target) : [];
   targetColumns(targets);
@@ -156,7 +162,10 @@ async function showPerson(username) {
   }
 }
 
+let latestPerson = 0; // as latestList: a person opened while another loads wins
+
 async function loadPerson(username) {
+  const mine = ++latestPerson;
   const path = userPath(username);
   const [user, keys, status, login, audit] = await Promise.all([
     api(path),
@@ -165,6 +174,7 @@ async function loadPerson(username) {
     api("/api/v1/gateway/people/" + encodeURIComponent(username)),
     api("/api/v1/audit?" + new URLSearchParams({ resource_name: username, limit: 20 })),
   ]);
+  if (mine !== latestPerson) return;
   person = user;
   $("person").hidden = false;
   $("person-name").textContent = user.username;
