@@ -37,6 +37,7 @@ from sup.sources.keycloak.router import router as sources_router
 from sup.sources.keycloak.scheduler import KeycloakPuller
 from sup.store.session import make_engine, make_sessionmaker
 from sup.tokens.router import router as tokens_router
+from sup.tokens.router import whoami_router
 from sup.users.router import router as users_router
 from sup.users.router import status_router as user_status_router
 
@@ -91,6 +92,7 @@ def create_app(settings: Settings, engine: Engine | None = None, *, reconciler: 
         slurm_router,
         reconcile_router,
         tokens_router,
+        whoami_router,
         audit_router,
         health_router,
         scim_router,

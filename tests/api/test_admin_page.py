@@ -170,7 +170,10 @@ def test_the_list_pages_searches_and_filters_on_the_server(site: Site, browser: 
     assert browser.evaluate("document.title") == "SUP admin"
     # one list request and one status request for the page: never one per user; no plan
     browser.wait_for("document.querySelectorAll('#audit tbody tr').length > 0")
-    assert sorted(_fetched(browser)) == ["/api/v1/audit", "/api/v1/status/users", "/api/v1/users"]
+    assert sorted(_fetched(browser)) == [
+        "/api/v1/audit", "/api/v1/status/users", "/api/v1/users", "/api/v1/whoami",
+    ]  # fmt: skip
+    assert browser.text("#whoami") == "web (viewer)"
 
     browser.click("#next")
     _wait_users(browser, ["mike", "saul"])
@@ -298,13 +301,23 @@ def test_reconcile_now(site: Site, browser: Browser) -> None:
     assert before - datetime.timedelta(seconds=1) <= started <= datetime.datetime.now(datetime.UTC)
 
 
-def test_a_viewer_write_shows_the_api_403_as_text(site: Site, browser: Browser) -> None:
+def test_a_viewer_sees_no_write_buttons_and_the_api_refuses_anyway(site: Site, browser: Browser) -> None:
     _open(browser, site.page(site.viewer))
     _wait_users(browser, ["kim", "lee", "mike", "saul"])
     _open_person(browser, "saul")
+    browser.wait_for("document.body.classList.contains('read-only')")
+    visible = (
+        "(selector) => Array.from(document.querySelectorAll(selector))"
+        ".filter((el) => el.getClientRects().length)"
+    )
+    assert browser.evaluate(f"({visible})('button.write').length") == 0
+    assert browser.evaluate(f"({visible})('button.open').length") == 4  # reading is all there
+    # The API is the check: with the buttons shown anyway, its 403 is shown as text.
+    browser.evaluate("document.body.classList.remove('read-only')")
     _confirm(browser, "#suspend", "Suspend saul?")
     browser.wait_for("document.getElementById('error').textContent !== ''")
     assert browser.text("#error").startswith("PATCH /api/v1/users/saul: 403 ")
+    assert "this needs operator" in browser.text("#error")
     assert browser.text("#action-result") == ""
     assert site.get("/api/v1/users/saul").json()["active"] is True
 

@@ -136,7 +136,7 @@ class Browser:
             f"""(() => {{
                 const el = document.querySelector({json.dumps(selector)});
                 if (!el) return "missing";
-                if (el.disabled || el.closest("[hidden]")) return "hidden or disabled";
+                if (el.disabled || el.getClientRects().length === 0) return "hidden or disabled";
                 el.click();
                 return "ok";
             }})()"""

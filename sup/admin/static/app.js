@@ -4,7 +4,8 @@
 // Built for many users: the list is one page from the server (search, filters and paging are the
 // API's), its status one more request for the whole page; a person is read when opened; the plan and
 // the gateway's sessions only when asked for. Writes (suspend, reactivate, reconcile, remove a key)
-// ask for a confirmation first; the API decides who may (operator and above) and audits them.
+// ask for a confirmation first and are hidden from a viewer; the API decides who may (operator and
+// above) and audits them.
 "use strict";
 
 const KEY = "sup-admin-token";
@@ -298,11 +299,18 @@ async function loadAudit() {
   fill("audit", page.items.map((e) => [cell(e.at), cell(e.actor), cell(e.action), cell(e.resource_type), cell(e.resource_name)]));
 }
 
+// Who the token is: a viewer gets no write buttons (the API would refuse them anyway: 403).
+async function loadIdentity() {
+  const me = await api("/api/v1/whoami");
+  $("whoami").textContent = `${me.name} (${me.role})`;
+  document.body.classList.toggle("read-only", me.role !== "operator" && me.role !== "admin");
+}
+
 async function load() {
   $("error").textContent = "";
   $("status").textContent = "loading";
   try {
-    await loadUsers();
+    await Promise.all([loadIdentity(), loadUsers()]);
     $("status").textContent = "loaded " + new Date().toISOString();
     await loadAudit();
   } catch (error) {
