@@ -41,7 +41,9 @@ from sup.ssh_ca.router import router as ssh_ca_router
 from sup.ssh_ca.service import SshCa
 from sup.store.session import make_engine, make_sessionmaker
 from sup.tokens.router import router as tokens_router
+from sup.tokens.router import whoami_router
 from sup.users.router import router as users_router
+from sup.users.router import status_router as user_status_router
 
 DESCRIPTION = """
 SUP provisions people and groups from an identity provider into LDAP, Slurm accounting and
@@ -102,10 +104,12 @@ def create_app(settings: Settings, engine: Engine | None = None, *, reconciler: 
     # Each router carries its full path (API_PREFIX included): route templates in metrics stay exact.
     routers = (
         users_router,
+        user_status_router,
         groups_router,
         slurm_router,
         reconcile_router,
         tokens_router,
+        whoami_router,
         audit_router,
         health_router,
         scim_router,

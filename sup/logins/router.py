@@ -16,6 +16,7 @@ from sup.domain.login_pods import Refusal, RefusalReason, Route
 from sup.domain.roles import Role
 from sup.logins import service, wake_state
 from sup.ssh_ca.service import SshCa
+from sup.store.lookup import require_user
 from sup.store.models import utcnow
 
 GatewayToken = Annotated[ApiContext, requires(Role.gateway)]
@@ -216,3 +217,34 @@ def get_sessions(ctx: Viewer) -> list[SessionOut]:
     with ctx.transaction() as session:
         found = wake_state.live_sessions(session, utcnow(), interval)
     return [SessionOut(**vars(s)) for s in found]
+
+
+class PersonLoginOut(BaseModel):
+    username: str
+    pods: list[PodOut] = Field(description="the login pods they may reach, own first (none: see reason)")
+    reason: RefusalReason | None = Field(None, description="why the person may reach no pod")
+    sessions: list[SessionOut] = Field(description="their sessions open through the gateway now")
+
+
+@router.get(
+    "/people/{username}",
+    response_model=PersonLoginOut,
+    summary="One person's login pods (awake or asleep) and open gateway sessions, for people to read",
+)
+def get_person(ctx: Viewer, username: str) -> PersonLoginOut:
+    gateway = ctx.settings.gateway
+    interval = gateway.heartbeat_seconds if gateway is not None else 15.0
+    with ctx.transaction() as session:
+        require_user(session, username)
+        found = service.routes(session, ctx.settings, username)
+        live = wake_state.live_sessions(session, utcnow(), interval)
+    if isinstance(found, Refusal):
+        pods, reason = [], found.reason
+    else:
+        pods, reason = [PodOut(**vars(pod)) for pod in found.pods], None
+    return PersonLoginOut(
+        username=username,
+        pods=pods,
+        reason=reason,
+        sessions=[SessionOut(**vars(s)) for s in live if s.username == username],
+    )

@@ -21,7 +21,7 @@ from sup.domain.gids import private_gid_ranges, uid_ranges
 from sup.domain.posix import InvalidName, check_groupname, check_username
 from sup.domain.sshkeys import key_set_problem, parse_ssh_public_key
 from sup.domain.usernames import derive_username
-from sup.errors import Conflict, FieldError, InvalidInput
+from sup.errors import Conflict, FieldError, InvalidInput, NotFound
 from sup.groups.membership import set_user_groups
 from sup.groups.privilege import check_fill
 from sup.store import ids
@@ -425,6 +425,35 @@ def _record_group_side(
     joined = {g: [username] for g in set(after) - set(before)}
     left = {g: [username] for g in set(before) - set(after)}
     record_member_changes(session, actor, joined, left)
+
+
+def remove_ssh_key(
+    session: Session,
+    settings: Settings,
+    actor: Actor,
+    username: str,
+    fingerprint: str,
+    expected_version: int | None = None,
+) -> User:
+    """Take one key (by fingerprint) from the user, whatever its origin; the others keep theirs. An
+    ordinary update: audited, versioned and marked for the targets. A key from a source (idp) comes
+    back with that source's next pull unless it is removed there too."""
+    user = require_user(session, username)
+    key = next((k for k in user.ssh_keys if k.fingerprint == fingerprint), None)
+    if key is None:
+        raise NotFound("ssh key", fingerprint)
+    same_origin = [k.line for k in user.ssh_keys if k.origin == key.origin and k.fingerprint != fingerprint]
+    patch = UserPatch(ssh_public_keys=same_origin)
+    return update_user(
+        session,
+        settings,
+        actor,
+        username,
+        patch,
+        expected_version,
+        key_origin=key.origin,
+        keys_of_origin_only=True,
+    )
 
 
 def _bump(user: User) -> None:
