@@ -299,6 +299,11 @@ def test_reconcile_now(site: Site, browser: Browser) -> None:
     assert result.endswith("done: 0 changes (ldap: disabled, slurm: disabled, kube: disabled)"), result
     started = datetime.datetime.fromisoformat(result.split()[3])
     assert before - datetime.timedelta(seconds=1) <= started <= datetime.datetime.now(datetime.UTC)
+    # ... and the audit log says who asked for it and what it did
+    entry = site.get("/api/v1/audit", action="reconcile").json()["items"][0]
+    assert entry["actor"] == "ops" and entry["resource_name"] == "api"
+    assert entry["after"]["targets"]["ldap"] == {"state": "disabled", "applied": 0, "failed": 0}
+    assert entry["after"]["force"] is False
 
 
 def test_a_viewer_sees_no_write_buttons_and_the_api_refuses_anyway(site: Site, browser: Browser) -> None:
