@@ -1,0 +1,325 @@
+"""A throwaway 389 Directory Server (Debian's 389-ds-base), in a temp dir, on free loopback ports.
+
+Made by `dscreate from-file` as a "prefix install": PREFIX points lib389 at a defaults.inf of our own
+(in the temp dir) whose every path (config, schema, certificates, db, logs, run, lock, the
+self-signed CA's dir) lies below the temp dir, with systemd off and root as the server's user. So
+nothing is written to /etc/dirsrv, /var or /run, no instance is registered with the system (dsctl
+does not list it), and removing the temp dir removes everything. dscreate creates it stopped; ns-slapd
+then runs as our child in the foreground (`-d 0`), like tests/support/slapd.py's slapd.
+
+What it holds, next to slapd.py's OpenLDAP:
+- the schema: 389's own, in which 10rfc2307compat.ldif serves both of SUP's schema modes (posixGroup
+  is auxiliary and allows memberUid, groupOfNames allows member), and 60sudo.ldif is sudo's schema;
+  SUP's openssh-lpk in 389's LDIF format (sup/targets/ldap/schema/389ds/, checked against the
+  .schema file by `schema_to_389_ldif`) is put in the instance's schema dir, as docs/ldap.md says;
+- the MemberOf plugin (memberOf from `member`) and referential integrity (`member`) enabled;
+- the backend `userRoot` for `dc=sup,dc=test`;
+- `cn=Directory Manager` (the rootdn: no limits, no ACIs) for fixtures and assertions;
+- `cn=sup,ou=services,...`: SUP's bind DN, write access by ACI, no size or look-through limit;
+- `cn=limited,ou=services,...`: write access but a size limit of 5 (nsSizeLimit, nsPagedSizeLimit);
+- anonymous read of everything but passwords (ACI), for sssd;
+- TLS on the ldaps port with dscreate's self-signed CA (`ca_file`); the certificate names `localhost`.
+
+One instance serves both schema modes: `in_mode("rfc2307")` is a view of the same server whose
+`ldap_settings` say so. Startup (dscreate) takes about 10 s, once per session.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import os
+import re
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from ldap3 import MODIFY_REPLACE, SAFE_SYNC, Connection, Server
+
+from tests.support.ports import free_port
+from tests.support.processes import stop_process
+from tests.support.slapd import (
+    LIMITED_DN,
+    LIMITED_PASSWORD,
+    LIMITED_SIZE,
+    SERVICE_DN,
+    SERVICE_PASSWORD,
+    SUFFIX,
+    SUP_SCHEMAS,
+)
+
+ROOT_DN = "cn=Directory Manager"
+ROOT_PASSWORD = "root-secret-7"
+
+SYSTEM_DEFAULTS = Path("/usr/share/dirsrv/inf/defaults.inf")
+SYSTEM_SYSCONF = Path("/etc/dirsrv")  # dscreate copies schema/ and config/ from <sysconf_dir>/dirsrv
+OPENSSH_LPK_389 = SUP_SCHEMAS / "389ds" / "60openssh-lpk.ldif"
+
+# Directory Server's ACIs on the suffix: SUP's two accounts write, anybody reads (sssd binds
+# anonymously), passwords are for binding only.
+ACIS = (
+    f'(targetattr="*")(version 3.0; acl "SUP writes"; allow (all) '
+    f'(userdn="ldap:///{SERVICE_DN}" or userdn="ldap:///{LIMITED_DN}");)',
+    '(targetattr!="userPassword")(version 3.0; acl "anonymous read"; '
+    'allow (read, search, compare) (userdn="ldap:///anyone");)',
+)
+
+
+class Ds389Unavailable(RuntimeError):
+    pass
+
+
+def find_ns_slapd() -> tuple[str, str]:
+    """(dscreate, ns-slapd), or Ds389Unavailable."""
+    tools = [
+        shutil.which("dscreate") or "/usr/sbin/dscreate",
+        shutil.which("ns-slapd") or "/usr/sbin/ns-slapd",
+    ]
+    if not all(Path(t).exists() for t in tools) or not SYSTEM_DEFAULTS.exists():
+        raise Ds389Unavailable("389 Directory Server is not installed; apt-get install 389-ds-base")
+    return tools[0], tools[1]
+
+
+# --- schema: OpenLDAP's .schema format to 389's LDIF ----------------------------------------------------
+
+
+def schema_to_389_ldif(text: str, header: str = "") -> str:
+    """An OpenLDAP .schema file's definitions as a 389 schema LDIF (`dn: cn=schema`, one
+    `attributeTypes:`/`objectClasses:` line each, whitespace collapsed). Comments are dropped."""
+    lines = [line for line in text.splitlines() if not line.lstrip().startswith("#")]
+    body = "\n".join(lines)
+    out = [header.rstrip("\n")] if header else []
+    out += [
+        "dn: cn=schema",
+        "objectClass: top",
+        "objectClass: ldapSubentry",
+        "objectClass: subschema",
+        "cn: schema",
+    ]
+    for match in re.finditer(r"(?im)^(attributetype|objectclass)\b", body):
+        start = body.index("(", match.end())
+        depth, end = 0, start
+        for end in range(start, len(body)):
+            depth += {"(": 1, ")": -1}.get(body[end], 0)
+            if depth == 0:
+                break
+        definition = " ".join(body[start : end + 1].split())
+        name = "attributeTypes" if match.group(1).lower() == "attributetype" else "objectClasses"
+        out.append(f"{name}: {definition}")
+    return "\n".join(out) + "\n"
+
+
+# --- the server -------------------------------------------------------------------------------------
+
+
+class Ds389Server:
+    def __init__(self, schema: str = "rfc2307bis", root: Path | None = None) -> None:
+        self.schema = schema
+        self.dscreate, self.binary = find_ns_slapd()
+        self.root = root or Path(tempfile.mkdtemp(prefix="sup-ds389-"))
+        self.name = f"sup{uuid.uuid4().hex[:8]}"
+        self.port = free_port()
+        self.tls_port = free_port()
+        self.url = f"ldap://127.0.0.1:{self.port}"
+        self.ldaps_url = f"ldaps://localhost:{self.tls_port}"
+        self.config_dir = self.root / "etc" / "dirsrv" / f"slapd-{self.name}"
+        self.ca_file = self.config_dir / "ca.crt"
+        self.log_dir = self.root / "var" / "log" / "dirsrv" / f"slapd-{self.name}"
+        self.process: subprocess.Popen[bytes] | None = None
+        self._owner = True  # False for the views in_mode() hands out: they stop nothing
+
+    def in_mode(self, schema: str) -> Ds389Server:
+        """This server, for SUP's `schema` mode `schema` (389's rfc2307compat schema serves both)."""
+        view = copy.copy(self)
+        view.schema = schema
+        view._owner = False
+        return view
+
+    # --- start and stop ----------------------------------------------------------------------------
+
+    def _defaults_inf(self) -> str:
+        """defaults.inf with every writable path below the temp dir (lib389 reads it from
+        $PREFIX/share/dirsrv/inf/defaults.inf)."""
+        root = str(self.root)
+        moved = {
+            "with_systemd": "0",
+            "user": "root",
+            "group": "root",
+            "tmp_dir": f"{root}/tmp",
+            "sysconf_dir": f"{root}/etc",
+            "initconfig_dir": f"{root}/etc/default",
+            "local_state_dir": f"{root}/var",
+            "inst_dir": f"{root}/lib/slapd-{{instance_name}}",
+            "tmpfiles_d": f"{root}/tmpfiles.d",
+            "db_home_dir": f"{root}/shm/slapd-{{instance_name}}",
+        }
+        lines = []
+        for line in SYSTEM_DEFAULTS.read_text().splitlines():
+            key, sep, value = (part.strip() for part in line.partition("="))
+            if sep and key in moved:
+                line = f"{key} = {moved[key]}"
+            elif sep and value.startswith(("/etc/dirsrv/", "/var/", "/run/")):
+                line = f"{key} = {root}{value}"
+            lines.append(line)
+        return "\n".join(lines) + "\n"
+
+    def _instance_inf(self) -> str:
+        return f"""[general]
+full_machine_name = localhost
+selinux = False
+systemd = False
+start = False
+strict_host_checking = False
+
+[slapd]
+instance_name = {self.name}
+port = {self.port}
+secure_port = {self.tls_port}
+root_dn = {ROOT_DN}
+root_password = {ROOT_PASSWORD}
+self_sign_cert = True
+
+[backend-userroot]
+suffix = {SUFFIX}
+create_suffix_entry = False
+"""
+
+    def start(self) -> Ds389Server:
+        self.root.mkdir(parents=True, exist_ok=True)
+        (self.root / "share" / "dirsrv" / "inf").mkdir(parents=True, exist_ok=True)
+        (self.root / "share" / "dirsrv" / "inf" / "defaults.inf").write_text(self._defaults_inf())
+        sysconf = self.root / "etc" / "dirsrv"
+        for part in ("schema", "config"):
+            shutil.copytree(SYSTEM_SYSCONF / part, sysconf / part, dirs_exist_ok=True)
+        # The operator's step (docs/ldap.md): SUP's openssh-lpk in the instance's schema dir.
+        shutil.copy(OPENSSH_LPK_389, sysconf / "schema" / OPENSSH_LPK_389.name)
+        inf = self.root / "instance.inf"
+        inf.write_text(self._instance_inf())
+        env = {**os.environ, "PREFIX": str(self.root)}
+        created = subprocess.run(
+            [self.dscreate, "from-file", str(inf)], env=env, capture_output=True, text=True, timeout=180
+        )
+        if created.returncode != 0:
+            raise Ds389Unavailable(
+                f"dscreate failed ({created.returncode}): {created.stdout}{created.stderr}"
+            )
+        self._configure_offline()
+        self._log = (self.root / "ns-slapd.out").open("wb")
+        self.process = subprocess.Popen(
+            [
+                self.binary,
+                "-D",
+                str(self.config_dir),
+                "-i",
+                str(self.root / "run" / "ns-slapd.pid"),
+                "-d",
+                "0",
+            ],
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
+        self._wait_ready()
+        self._populate()
+        return self
+
+    def _configure_offline(self) -> None:
+        """Enable the MemberOf and referential integrity plugins in dse.ldif before the first start
+        (enabling a plugin online needs a restart, or nsslapd-dynamic-plugins)."""
+        dse = self.config_dir / "dse.ldif"
+        entries = dse.read_text().split("\n\n")
+        enable = {
+            "dn: cn=memberof plugin,cn=plugins,cn=config",
+            "dn: cn=referential integrity postoperation,cn=plugins,cn=config",
+        }
+        for i, entry in enumerate(entries):
+            first = entry.strip().split("\n", 1)[0].lower()
+            if first in enable:
+                entries[i] = entry.replace("nsslapd-pluginEnabled: off", "nsslapd-pluginEnabled: on")
+                enable.discard(first)
+        if enable:
+            raise Ds389Unavailable(f"dse.ldif has no {', '.join(enable)}")
+        dse.write_text("\n\n".join(entries))
+
+    def _wait_ready(self, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            assert self.process is not None
+            if self.process.poll() is not None:
+                raise Ds389Unavailable(f"ns-slapd exited with {self.process.returncode}: {self.errors()}")
+            with (
+                contextlib.suppress(OSError),
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.5),
+            ):
+                return
+            time.sleep(0.05)
+        raise Ds389Unavailable(f"ns-slapd did not listen on {self.port}: {self.errors()}")
+
+    def errors(self) -> str:
+        """The server's error log (its startup problems)."""
+        path = self.log_dir / "errors"
+        return path.read_text(errors="replace") if path.exists() else "(no error log)"
+
+    def _populate(self) -> None:
+        with self.admin() as c:
+            # dscreate made the suffix entry (with ACIs of its own): ours replace them.
+            _, result, _, _ = c.modify(SUFFIX, {"aci": [(MODIFY_REPLACE, list(ACIS))]})
+            if result["result"] != 0:
+                raise RuntimeError(f"cannot set the ACIs of {SUFFIX}: {result}")
+            self._add(c, f"ou=services,{SUFFIX}", ["organizationalUnit"], {"ou": "services"})
+            accounts = (
+                (SERVICE_DN, SERVICE_PASSWORD, {"nsSizeLimit": "-1", "nsLookThroughLimit": "-1",
+                                                "nsPagedSizeLimit": "-1"}),
+                (LIMITED_DN, LIMITED_PASSWORD, {"nsSizeLimit": str(LIMITED_SIZE),
+                                                "nsPagedSizeLimit": str(LIMITED_SIZE)}),
+            )  # fmt: skip
+            for dn, password, limits in accounts:
+                cn = dn.split(",")[0].split("=")[1]
+                attributes = {"cn": cn, "userPassword": password}
+                self._add(c, dn, ["applicationProcess", "simpleSecurityObject"], attributes)
+                _, result, _, _ = c.modify(dn, {k: [(MODIFY_REPLACE, [v])] for k, v in limits.items()})
+                if result["result"] != 0:
+                    raise RuntimeError(f"cannot set the limits of {dn}: {result}")
+
+    @staticmethod
+    def _add(c: Connection, dn: str, classes: list[str], attributes: dict[str, Any]) -> None:
+        _, result, _, _ = c.add(dn, classes, attributes)
+        if result["result"] != 0:
+            raise RuntimeError(f"cannot add {dn}: {result}")
+
+    def stop(self) -> None:
+        if not self._owner:
+            return
+        stop_process(self.process, timeout=30)
+        if hasattr(self, "_log"):
+            self._log.close()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    # --- helpers for tests (those of SlapdServer) -----------------------------------------------------
+
+    def admin(self) -> Connection:
+        """A Directory Manager connection (SAFE_SYNC: calls return (ok, result, response, request))."""
+        return Connection(Server(self.url), ROOT_DN, ROOT_PASSWORD, client_strategy=SAFE_SYNC, auto_bind=True)
+
+    def new_base(self, prefix: str = "t") -> str:
+        """A fresh, empty subtree for one test: `ou=<prefix><random>,dc=sup,dc=test`."""
+        name = f"{prefix}{uuid.uuid4().hex[:10]}"
+        dn = f"ou={name},{SUFFIX}"
+        with self.admin() as c:
+            self._add(c, dn, ["organizationalUnit"], {"ou": name})
+        return dn
+
+    def ldap_settings(self, base_dn: str, **extra: Any) -> dict[str, Any]:
+        """SUP's `ldap` settings section for a base made by new_base."""
+        return {
+            "url": self.url,
+            "bind_dn": SERVICE_DN,
+            "bind_password": SERVICE_PASSWORD,
+            "base_dn": base_dn,
+            "schema": self.schema,
+            **extra,
+        }
