@@ -230,7 +230,10 @@ class LdapConnection:
         ldap3 2.9's ASYNC close() closes the socket under a receiver thread that may still be
         reading it. Over TLS that thread can then read from whatever socket reuses the file
         descriptor (seen: it ate the answer to another connection's bind). So: send the unbind,
-        wait for the server to hang up (or hang up ourselves), join the thread, then close.
+        hang up (shutdown: the descriptor stays ours, the thread's read returns), join the thread,
+        then close. An unbind has no answer (RFC 4511 4.3), so nothing is lost by not waiting for
+        the server to hang up first: 389 Directory Server does that only on its next 250 ms wakeup,
+        which made every pass against it a quarter of a second longer.
         """
         conn = self._conn
         if conn.closed:
@@ -239,11 +242,10 @@ class LdapConnection:
         with contextlib.suppress(LDAPException, OSError):
             conn.send("unbindRequest", unbind_operation(), None)  # type: ignore[no-untyped-call]
         if receiver is not None:
-            receiver.join(timeout=1)
-            if receiver.is_alive() and conn.socket is not None:
+            if conn.socket is not None:
                 with contextlib.suppress(OSError):
                     conn.socket.shutdown(socket.SHUT_RDWR)
-                receiver.join(timeout=self.timeout)
+            receiver.join(timeout=self.timeout)
         with contextlib.suppress(LDAPException, OSError):
             conn.strategy.close()
 
