@@ -43,6 +43,17 @@ def any_directory(request: pytest.FixtureRequest) -> LdapServer:
     return server
 
 
+@pytest.fixture(params=["slapd", "389"])
+def any_server(request: pytest.FixtureRequest) -> LdapServer:
+    """The default shape (rfc2307bis) on both servers: for what the server decides (result codes,
+    limits, syntax checks, TLS) rather than the shape."""
+    if request.param == "389":
+        ds389: Ds389Server = request.getfixturevalue("ds389")
+        return ds389.in_mode("rfc2307bis")
+    server: SlapdServer = request.getfixturevalue("slapd_rfc2307bis")
+    return server
+
+
 @pytest.fixture
 def make_site(store_url: str, store_sessions: sessionmaker[Session]) -> Iterator[Callable[..., Site]]:
     """Factory: make_site(slapd, **ldap_settings) -> a Site on a fresh base DN of that server."""
@@ -63,6 +74,12 @@ def make_site(store_url: str, store_sessions: sessionmaker[Session]) -> Iterator
 @pytest.fixture
 def site(make_site: Callable[..., Site], slapd: SlapdServer) -> Site:
     return make_site(slapd)
+
+
+@pytest.fixture
+def any_server_site(make_site: Callable[..., Site], any_server: LdapServer) -> Site:
+    """A site on each server in turn (rfc2307bis)."""
+    return make_site(any_server)
 
 
 @pytest.fixture

@@ -42,13 +42,15 @@ from sup.targets.ldap.model import ObservedEntry
 from sup.targets.ldap.settings import LdapSettings
 
 PAGED_RESULTS = "1.2.840.113556.1.4.319"
-# Not in an RFC but offered by AD and 389-ds (not by OpenLDAP 2.5): a modify that adds a value
-# already there, or deletes one that is not, succeeds instead of failing.
+# Not in an RFC but offered by AD (not by OpenLDAP 2.5, nor in 389 Directory Server 2.3's root DSE):
+# a modify that adds a value already there, or deletes one that is not, succeeds instead of failing.
 PERMISSIVE_MODIFY = "1.2.840.113556.1.4.1413"
 
 SEARCH_RESULT_ENTRY = 4  # protocolOp of a SearchResultEntry (RFC 4511 section 4.5.2)
 SUCCESS = 0
 LIMITS = frozenset({3, 4, 11})  # timeLimitExceeded, sizeLimitExceeded, adminLimitExceeded
+# 389 Directory Server applies its size limit to each page of a paged search: page_size counts too.
+LIMITS_HINT = " (check the size, look-through and time limits of the bind DN, and page_size against them)"
 NO_SUCH_ATTRIBUTE = 16
 ATTRIBUTE_OR_VALUE_EXISTS = 20
 NO_SUCH_OBJECT = 32
@@ -178,7 +180,7 @@ class LdapConnection:
                     str(result.get("description")),
                     str(result.get("message") or ""),
                 )
-                hint = " (check the size and time limits of the bind DN)" if outcome.code in LIMITS else ""
+                hint = LIMITS_HINT if outcome.code in LIMITS else ""
                 raise ObserveError(
                     f"reading {base} from {self.url} stopped after {len(entries)} entries: {outcome}; "
                     f"a partial read, so nothing is changed{hint}"
@@ -192,7 +194,29 @@ class LdapConnection:
                 entries.append(_entry(item))
             cookie = result.get("controls", {}).get(PAGED_RESULTS, {}).get("value", {}).get("cookie")
             if not cookie:
+                if missing_ok and not entries and not self._exists(base):
+                    return None
                 return entries
+
+    def _exists(self, base: str) -> bool:
+        """Whether `base` exists, by a search that is not paged: 389 Directory Server (2.3) answers a
+        paged search of a missing base with success and no entries, where OpenLDAP says
+        noSuchObject, so an empty paged answer alone cannot tell "missing" from "empty"."""
+        try:
+            message_id = self._conn.search(base, "(objectClass=*)", BASE, attributes=["1.1"])
+            _, result = self._conn.get_response(message_id, timeout=self.timeout)
+        except LDAPException as exc:
+            raise ObserveError(f"reading {base} from {self.url} failed: {_describe(exc)}") from None
+        self.searches += 1
+        code = result.get("result")
+        if code in (SUCCESS, NO_SUCH_OBJECT):
+            return code == SUCCESS
+        outcome = Outcome(
+            code if isinstance(code, int) else -1,
+            str(result.get("description")),
+            str(result.get("message") or ""),
+        )
+        raise ObserveError(f"reading {base} from {self.url} failed: {outcome}; nothing is changed")
 
     # --- writing -----------------------------------------------------------------------------------
 
