@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from ldap3 import MODIFY_ADD, MODIFY_DELETE, MODIFY_REPLACE
 
-from tests.ldap.site import Site
+from tests.ldap.site import LdapServer, Site
 from tests.support.keys import ed25519_key
 from tests.support.slapd import SlapdServer
 
@@ -264,8 +264,8 @@ def test_a_missing_auxiliary_class_is_added(site: Site) -> None:
     assert kim is not None and "ldapPublicKey" in kim["objectClass"]
 
 
-def test_paged_reads_see_every_entry(make_site: Callable[..., Site], slapd: SlapdServer) -> None:
-    site = make_site(slapd, page_size=3)
+def test_paged_reads_see_every_entry(make_site: Callable[..., Site], any_server: LdapServer) -> None:
+    site = make_site(any_server, page_size=3)
     for i in range(8):
         site.add_user(f"user{i}")
     site.converge()
