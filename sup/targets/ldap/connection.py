@@ -210,7 +210,7 @@ class LdapConnection:
         self.searches += 1
         code = result.get("result")
         if code in (SUCCESS, NO_SUCH_OBJECT):
-            return code == SUCCESS
+            return bool(code == SUCCESS)
         outcome = Outcome(
             code if isinstance(code, int) else -1,
             str(result.get("description")),
