@@ -1,5 +1,6 @@
 """The composition root: the FastAPI application (admin API under /api/v1, SCIM under /scim/v2, health
-endpoints, OpenAPI at /docs) wired with every feature's router, the reconciler and the Keycloak puller.
+endpoints, OpenAPI at /docs) wired with every feature's router, the reconciler, the Keycloak puller
+and the audit stream.
 
 It sits above every feature package: nothing in sup/ but the CLI imports it."""
 
@@ -24,6 +25,7 @@ from sup.api.middleware import (
 from sup.api.oidc import OidcVerifier
 from sup.api.token_cache import TokenCache
 from sup.audit.router import router as audit_router
+from sup.audit.ship import AuditStream
 from sup.config import Settings
 from sup.groups.router import router as groups_router
 from sup.logins.router import router as logins_router
@@ -35,9 +37,13 @@ from sup.scim.router import router as scim_router
 from sup.slurm_accounts.router import router as slurm_router
 from sup.sources.keycloak.router import router as sources_router
 from sup.sources.keycloak.scheduler import KeycloakPuller
+from sup.ssh_ca.router import router as ssh_ca_router
+from sup.ssh_ca.service import SshCa
 from sup.store.session import make_engine, make_sessionmaker
 from sup.tokens.router import router as tokens_router
+from sup.tokens.router import whoami_router
 from sup.users.router import router as users_router
+from sup.users.router import status_router as user_status_router
 
 DESCRIPTION = """
 SUP provisions people and groups from an identity provider into LDAP, Slurm accounting and
@@ -57,6 +63,13 @@ def create_app(settings: Settings, engine: Engine | None = None, *, reconciler: 
         if worker is not None and settings.keycloak is not None
         else None
     )
+    # The audit stream ships beside the reconciler too (one per `sup serve`; a lock makes it one
+    # across replicas).
+    stream = (
+        AuditStream(settings.audit_out, engine)
+        if worker is not None and settings.audit_out is not None
+        else None
+    )
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -64,9 +77,13 @@ def create_app(settings: Settings, engine: Engine | None = None, *, reconciler: 
             worker.start()
         if puller is not None:
             puller.start()
+        if stream is not None:
+            stream.start()
         try:
             yield
         finally:
+            if stream is not None:
+                stream.stop()
             if puller is not None:
                 puller.stop()
             if worker is not None:
@@ -80,15 +97,19 @@ def create_app(settings: Settings, engine: Engine | None = None, *, reconciler: 
     app.state.sessions = make_sessionmaker(engine)
     app.state.reconciler = worker
     app.state.oidc = OidcVerifier(settings.oidc) if settings.oidc is not None else None
+    # The CA's key is read once, here: a missing or unusable key stops `sup serve` at startup.
+    app.state.ssh_ca = SshCa(settings.ssh_ca) if settings.ssh_ca is not None else None
     app.state.token_cache = TokenCache()  # successful bearer lookups, 5 s (sup/api/token_cache.py)
 
     # Each router carries its full path (API_PREFIX included): route templates in metrics stay exact.
     routers = (
         users_router,
+        user_status_router,
         groups_router,
         slurm_router,
         reconcile_router,
         tokens_router,
+        whoami_router,
         audit_router,
         health_router,
         scim_router,
@@ -96,6 +117,7 @@ def create_app(settings: Settings, engine: Engine | None = None, *, reconciler: 
         me_router,
         admin_router,
         logins_router,
+        ssh_ca_router,
     )
     for router in routers:
         app.include_router(router)

@@ -16,6 +16,10 @@ class PageParams:
     offset: int
 
 
+def max_page_size(request: Request) -> int:
+    return int(request.app.state.settings.api.max_page_size)
+
+
 def page_params(
     request: Request,
     limit: Annotated[

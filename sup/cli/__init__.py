@@ -7,12 +7,14 @@ import typer
 from sup import __version__
 from sup.cli import (
     accounts,
+    audit,
     db,
     gateway,
     homes,
     identities,
     identity_writes,
     reconcile,
+    ssh,
     sync,
     tokens,
     transfer,
@@ -37,6 +39,8 @@ app.add_typer(identities.group_app, name="group")
 app.add_typer(accounts.app, name="account")
 app.add_typer(sync.app, name="sync")
 app.add_typer(homes.app, name="homes")
+app.add_typer(ssh.app, name="ssh")
+app.add_typer(audit.app, name="audit")
 app.command()(reconcile.plan)
 app.command()(reconcile.reconcile)
 app.command(name="sssd-config")(sssd_config)

@@ -7,6 +7,7 @@ api.py        ApiSettings, RateLimit (`api`), LogSettings (`log`), OidcSettings 
               ScimSettings (`scim`)
 sources.py    KeycloakSettings (`keycloak`), SourcePolicy (`sources`)
 gateway.py    GatewaySettings (`gateway`: the SSH gateway, login pods' sleep)
+audit_out.py  AuditOutSettings (`audit_out`: the audit stream's file and webhook sinks)
 reconcile.py  ReconcileSettings (`reconcile`), LifecycleSettings (`lifecycle`)
 reference.py  docs/configuration.md rendered from the models (scripts/gen-config-docs)
 describe.py   one setting's type, bounds and default in words, for reference.py
@@ -26,6 +27,7 @@ from sup.config.api import (
     ScimRateLimit,
     ScimSettings,
 )
+from sup.config.audit_out import AuditFileSink, AuditOutSettings, AuditWebhookSink
 from sup.config.gateway import GatewaySettings
 from sup.config.ids import IdPolicy
 from sup.config.reconcile import LifecycleSettings, ReconcileSettings
@@ -39,6 +41,9 @@ __all__ = [
     "AccessPolicy",
     "AccountPolicy",
     "ApiSettings",
+    "AuditFileSink",
+    "AuditOutSettings",
+    "AuditWebhookSink",
     "GatewaySettings",
     "IdPolicy",
     "IdRange",

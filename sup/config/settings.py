@@ -24,11 +24,13 @@ from pydantic_settings import (
 
 from sup.config.accounts import AccessPolicy, AccountPolicy
 from sup.config.api import ApiSettings, LogSettings, OidcSettings, ScimSettings
+from sup.config.audit_out import AuditOutSettings
 from sup.config.gateway import GatewaySettings
 from sup.config.home_dirs import HomeDirsSettings
 from sup.config.ids import IdPolicy
 from sup.config.reconcile import LifecycleSettings, ReconcileSettings
 from sup.config.sources import KeycloakSettings, SourcePolicy
+from sup.config.ssh_ca import SshCaSettings
 from sup.domain.gids import uid_ranges
 from sup.domain.usernames import UsernameRule
 from sup.targets.registry import SPECS, TargetSections
@@ -57,12 +59,14 @@ class SettingsBase(BaseSettings):
     access: AccessPolicy = AccessPolicy()
     keycloak: KeycloakSettings | None = None
     oidc: OidcSettings | None = None
+    ssh_ca: SshCaSettings | None = None  # absent: SUP signs no SSH certificates
     sources: SourcePolicy = SourcePolicy()
     reconcile: ReconcileSettings = ReconcileSettings()
     lifecycle: LifecycleSettings = LifecycleSettings()
     scim: ScimSettings = ScimSettings()
     gateway: GatewaySettings | None = None  # absent: no SSH gateway, login pods never sleep
     home_dirs: HomeDirsSettings | None = None  # `sup homes serve` only (docs/homes.md)
+    audit_out: AuditOutSettings | None = None  # absent: the audit log is not shipped anywhere
 
     # The target specs this class has a section for (set by _compose).
     target_specs: ClassVar[tuple[TargetSpec[Any], ...]] = ()

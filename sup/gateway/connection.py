@@ -129,15 +129,37 @@ class GatewayConnection(asyncssh.SSHServer):
         return True
 
     def validate_public_key(self, username: str, key: asyncssh.SSHKey) -> bool:
-        fingerprint = key.get_fingerprint("sha256")
-        self._tried.add(fingerprint)
-        if not self.authenticated:
-            self.fingerprint = fingerprint
-        if len(self._tried) > self._gateway.settings.max_auth_tries:
-            raise asyncssh.DisconnectError(asyncssh.DISC_NO_MORE_AUTH_METHODS_AVAILABLE, texts.TOO_MANY_KEYS)
+        fingerprint = self._trying(key)
         lookup = self._lookup
         if not isinstance(lookup, PersonRoute) or fingerprint not in lookup.fingerprints:
             return False
+        self._banner(lookup)
+        return True
+
+    def validate_ca_key(self, username: str, key: asyncssh.SSHKey) -> bool:
+        """A certificate signed by `key`: taken when SUP names `key` one of the CAs it trusts for this
+        person (so a suspended or unknown person's certificates are refused with their routes).
+        asyncssh itself checks the rest: a user certificate, `username` among its principals, valid
+        now, the source-address option; the client proves it holds the certified key."""
+        fingerprint = self._trying(key, certificate=True)
+        lookup = self._lookup
+        if not isinstance(lookup, PersonRoute) or fingerprint not in lookup.authorities:
+            return False
+        self._banner(lookup)
+        return True
+
+    def _trying(self, key: asyncssh.SSHKey, *, certificate: bool = False) -> str:
+        """Count a key (or a CA's certificate) offered, and remember the first for the audit event
+        (a certificate as `cert:` + its CA's fingerprint); too many: disconnect."""
+        fingerprint: str = key.get_fingerprint("sha256")
+        self._tried.add(("cert:" if certificate else "") + fingerprint)
+        if not self.authenticated:
+            self.fingerprint = ("cert:" if certificate else "") + fingerprint
+        if len(self._tried) > self._gateway.settings.max_auth_tries:
+            raise asyncssh.DisconnectError(asyncssh.DISC_NO_MORE_AUTH_METHODS_AVAILABLE, texts.TOO_MANY_KEYS)
+        return fingerprint
+
+    def _banner(self, lookup: PersonRoute) -> None:
         if (
             self._gateway.settings.wake_banner
             and not self._bannered
@@ -147,7 +169,6 @@ class GatewayConnection(asyncssh.SSHServer):
             self._bannered = True  # asyncssh asks twice per key (the query, then the signed request)
             assert self._conn is not None
             self._conn.send_auth_banner(texts.WAKE_BANNER)
-        return True
 
     def auth_completed(self) -> None:
         self.authenticated = True

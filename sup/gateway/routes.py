@@ -52,6 +52,9 @@ class PersonRoute:
     username: str
     fingerprints: frozenset[str]
     pods: tuple[PodRoute, ...]  # own pod first
+    # SHA256 fingerprints of the CAs whose certificates for this username SUP takes (ssh_ca); empty
+    # from a SUP that signs none (or predates certificates)
+    authorities: frozenset[str] = frozenset()
 
     def pod(self, name: str) -> PodRoute | None:
         return next((pod for pod in self.pods if pod.name == name), None)
@@ -97,7 +100,9 @@ def parse_route(body: Any) -> PersonRoute:
     """The 200 body of the routes endpoint; SupUnavailable if it is not the contract's shape."""
     try:
         pods = tuple(_pod(pod, awake=bool(pod["awake"])) for pod in body["pods"])
-        return PersonRoute(str(body["username"]), frozenset(str(f) for f in body["fingerprints"]), pods)
+        authorities = frozenset(str(f) for f in body.get("certificate_authorities", ()))
+        fingerprints = frozenset(str(f) for f in body["fingerprints"])
+        return PersonRoute(str(body["username"]), fingerprints, pods, authorities)
     except (KeyError, TypeError, ValueError) as exc:
         raise SupUnavailable(f"routes answer malformed: {type(exc).__name__}") from None
 

@@ -18,7 +18,7 @@ from sup.config import Settings
 from sup.groups.schemas import GroupCreate
 from sup.groups.upsert import GroupChange
 from sup.store import ids
-from sup.store.audit import Actor
+from sup.store.audit import Actor, member_change
 from sup.store.bulk_audit import record_many
 from sup.store.models import Group, Membership, User, new_scim_id, utcnow
 from sup.store.outbox import mark_dirty_many
@@ -114,7 +114,9 @@ def _memberships(
     for g, u in pairs:
         by_group[g].append(u)
     entries = [
-        (g, None, {"members": sorted(m)}) if add else (g, {"members": sorted(m)}, None)
+        (g, None, {"members": sorted(m), **member_change((), m)})
+        if add
+        else (g, {"members": sorted(m)}, member_change(m, ()))
         for g, m in by_group.items()
     ]
     record_many(session, actor, "add_member" if add else "remove_member", "group", entries)

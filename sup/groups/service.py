@@ -23,7 +23,7 @@ from sup.groups.membership import add_member, remove_member, set_group_members
 from sup.groups.privilege import check_create, check_fill
 from sup.groups.schemas import GroupCreate, GroupOut, GroupPatch
 from sup.store import ids
-from sup.store.audit import Actor, record
+from sup.store.audit import Actor, member_change, record, with_member_change
 from sup.store.lookup import (
     contains,
     group_by_name,
@@ -124,7 +124,9 @@ def create_group(
     session.flush()
     set_group_members(session, group, members, source)
     mark_dirty(session, "group", group.name)
-    record(session, actor, "create", "group", group.name, after=snapshot(group))
+    after = snapshot(group)
+    entry = with_member_change(after, (), after["members"])
+    record(session, actor, "create", "group", group.name, after=entry)
     return group
 
 
@@ -209,7 +211,8 @@ def update_group(
     if _attributes(after) != _attributes(before):  # a new member list alone is marked `members`
         mark_dirty(session, "group", group.name)
     session.flush()
-    record(session, actor, "update", "group", group.name, before=before, after=snapshot(group))
+    entry = with_member_change(snapshot(group), before["members"], after["members"])
+    record(session, actor, "update", "group", group.name, before=before, after=entry)
     return group
 
 
@@ -250,7 +253,8 @@ def put_member(
         return False
     group.updated_at = utcnow()
     session.flush()
-    record(session, actor, "add_member", "group", group.name, after={"member": username})
+    after = {"member": username, **member_change((), [username])}
+    record(session, actor, "add_member", "group", group.name, after=after)
     return True
 
 
@@ -261,7 +265,8 @@ def delete_member(session: Session, actor: Actor, name: str, username: str) -> N
         raise NotFound("member", f"{username} of group {name}")
     group.updated_at = utcnow()
     session.flush()
-    record(session, actor, "remove_member", "group", group.name, before={"member": username})
+    after = member_change([username], ())
+    record(session, actor, "remove_member", "group", group.name, before={"member": username}, after=after)
 
 
 # --- delete --------------------------------------------------------------------------------------
@@ -292,4 +297,6 @@ def delete_group(
     mark_dirty(session, "group", name)
     session.delete(group)
     session.flush()
-    record(session, actor, "delete", "group", name, before=before)
+    # The members it had leave with it: named like any other change of a member list.
+    left = with_member_change(None, before["members"], ())
+    record(session, actor, "delete", "group", name, before=before, after=left)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, HTTPException, Response
+from fastapi import APIRouter, HTTPException, Request, Response
 from fastapi.responses import JSONResponse
 from pydantic import AwareDatetime, BaseModel, Field
 
@@ -15,6 +15,8 @@ from sup.common.schemas import Body
 from sup.domain.login_pods import Refusal, RefusalReason, Route
 from sup.domain.roles import Role
 from sup.logins import service, wake_state
+from sup.ssh_ca.service import SshCa
+from sup.store.lookup import require_user
 from sup.store.models import utcnow
 
 GatewayToken = Annotated[ApiContext, requires(Role.gateway)]
@@ -39,7 +41,14 @@ class PodOut(BaseModel):
 
 class RoutesOut(BaseModel):
     username: str
-    fingerprints: list[str] = Field(description="SHA256 fingerprints of the person's keys")
+    fingerprints: list[str] = Field(
+        description="SHA256 fingerprints of the person's keys (none when ssh_ca.plain_keys is false)"
+    )
+    certificate_authorities: list[str] = Field(
+        default_factory=list,
+        description="SHA256 fingerprints of the CAs whose certificates for this username are taken "
+        "(ssh_ca; empty: none)",
+    )
     pods: list[PodOut] = Field(description="own pod first, then group pods")
 
 
@@ -54,14 +63,17 @@ class NoRoute(BaseModel):
     responses={404: {"model": NoRoute}},
     summary="A person's key fingerprints and the login pods they may reach",
 )
-def get_routes(ctx: GatewayToken, username: str) -> Any:
+def get_routes(ctx: GatewayToken, request: Request, username: str) -> Any:
     with ctx.transaction() as session:
         found = service.routes(session, ctx.settings, username)
     if isinstance(found, Refusal):
         return JSONResponse({"detail": "no route", "reason": found.reason.value}, status_code=404)
+    ca: SshCa | None = getattr(request.app.state, "ssh_ca", None)
+    plain_keys = ca is None or ca.settings.plain_keys
     return RoutesOut(
         username=found.username,
-        fingerprints=found.fingerprints,
+        fingerprints=found.fingerprints if plain_keys else [],
+        certificate_authorities=ca.fingerprints if ca is not None else [],
         pods=[PodOut(**vars(pod)) for pod in found.pods],
     )
 
@@ -205,3 +217,34 @@ def get_sessions(ctx: Viewer) -> list[SessionOut]:
     with ctx.transaction() as session:
         found = wake_state.live_sessions(session, utcnow(), interval)
     return [SessionOut(**vars(s)) for s in found]
+
+
+class PersonLoginOut(BaseModel):
+    username: str
+    pods: list[PodOut] = Field(description="the login pods they may reach, own first (none: see reason)")
+    reason: RefusalReason | None = Field(None, description="why the person may reach no pod")
+    sessions: list[SessionOut] = Field(description="their sessions open through the gateway now")
+
+
+@router.get(
+    "/people/{username}",
+    response_model=PersonLoginOut,
+    summary="One person's login pods (awake or asleep) and open gateway sessions, for people to read",
+)
+def get_person(ctx: Viewer, username: str) -> PersonLoginOut:
+    gateway = ctx.settings.gateway
+    interval = gateway.heartbeat_seconds if gateway is not None else 15.0
+    with ctx.transaction() as session:
+        require_user(session, username)
+        found = service.routes(session, ctx.settings, username)
+        live = wake_state.live_sessions(session, utcnow(), interval)
+    if isinstance(found, Refusal):
+        pods, reason = [], found.reason
+    else:
+        pods, reason = [PodOut(**vars(pod)) for pod in found.pods], None
+    return PersonLoginOut(
+        username=username,
+        pods=pods,
+        reason=reason,
+        sessions=[SessionOut(**vars(s)) for s in live if s.username == username],
+    )

@@ -15,6 +15,7 @@ reaches LDAP. A key that is already another account's is refused without naming 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Request, Response
@@ -30,6 +31,7 @@ from sup.config import Settings
 from sup.domain.fields import SshKeyLine
 from sup.domain.sshkeys import parse_ssh_public_key
 from sup.errors import NotFound
+from sup.ssh_ca.router import ssh_ca
 from sup.store.audit import Actor
 from sup.store.models import User
 from sup.users.schemas import UserPatch
@@ -129,6 +131,47 @@ def get_me(person: Me) -> MeOut:
             ssh_keys=_keys(user),
             status=status_of(session, person.settings, user.username),
         )
+
+
+class CertificateIn(Body):
+    public_key: SshKeyLine = Field(
+        description="the OpenSSH public key to certify (its private key stays with you)"
+    )
+    validity_hours: int | None = Field(
+        None, description="shorter than the site's ssh_ca.validity_hours if you like; default: that"
+    )
+
+
+class CertificateOut(BaseModel):
+    certificate: str = Field(description="the OpenSSH certificate line: save it as KEY-cert.pub beside KEY")
+    principal: str = Field(description="the username the certificate logs in as")
+    serial: str
+    key_id: str
+    valid_after: datetime
+    valid_before: datetime
+
+
+@router.post(
+    "/ssh-certificate",
+    status_code=201,
+    response_model=CertificateOut,
+    summary="A short-lived SSH certificate for one of your public keys",
+)
+def sign_certificate(person: Me, body: CertificateIn) -> CertificateOut:
+    """SUP signs the key as an OpenSSH user certificate for your username (docs/ssh-certificates.md):
+    403 while your account is suspended, 404 when this site issues none."""
+    ca = ssh_ca(person.request)
+    with _sessions(person).begin() as session:
+        user = _user(session, person)
+        made = ca.certify(session, person.actor, user, body.public_key, body.validity_hours)
+    return CertificateOut(
+        certificate=made.line,
+        principal=made.principal,
+        serial=str(made.serial),
+        key_id=made.key_id,
+        valid_after=made.valid_after,
+        valid_before=made.valid_before,
+    )
 
 
 @router.get("/ssh-keys", response_model=list[KeyOut], summary="Your SSH public keys, every origin")

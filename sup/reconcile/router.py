@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from fastapi import APIRouter, Query
@@ -12,9 +13,10 @@ from sup.api import API_PREFIX
 from sup.api.context import Operator, Viewer
 from sup.common.schemas import Body
 from sup.errors import Conflict
-from sup.reconcile.planner import run_pass
+from sup.reconcile.planner import Pass, run_pass
 from sup.reconcile.render import pass_json
 from sup.store.locks import LockTimeout, exclusive
+from sup.store.models import utcnow
 from sup.targets.registry import TARGET_NAMES
 
 router = APIRouter(prefix=API_PREFIX, tags=["reconcile"])
@@ -29,7 +31,14 @@ else:
 def get_plan(
     ctx: Viewer, target: Annotated[list[TargetName] | None, Query(description="only these targets")] = None
 ) -> dict[str, Any]:
-    return pass_json(run_pass(ctx.settings, ctx.sessions, only=target))
+    started = utcnow()
+    return _answer(run_pass(ctx.settings, ctx.sessions, only=target), started)
+
+
+def _answer(result: Pass, started: datetime) -> dict[str, Any]:
+    """The pass as the CLI prints it, and when it began (it reads the store from then on): a plan is
+    a moment's view, the admin page shows when it was made."""
+    return {**pass_json(result), "started_at": started.isoformat().replace("+00:00", "Z")}
 
 
 class ReconcileRequest(Body):
@@ -46,6 +55,7 @@ async def post_reconcile(ctx: Operator, body: ReconcileRequest | None = None) ->
     request = body or ReconcileRequest()
 
     def reconcile() -> dict[str, Any]:
+        started = utcnow()
         try:
             with exclusive(ctx.engine, "reconcile", timeout=0):
                 result = run_pass(
@@ -58,6 +68,6 @@ async def post_reconcile(ctx: Operator, body: ReconcileRequest | None = None) ->
                 )
         except LockTimeout as exc:
             raise Conflict(f"{exc}; another reconcile is running, retry later") from exc
-        return pass_json(result)
+        return _answer(result, started)
 
     return await run_in_threadpool(reconcile)

@@ -5,6 +5,7 @@ Callers pass the object's public representation (what the API shows), which neve
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,3 +44,21 @@ def record(
             request_id=actor.request_id,
         )
     )
+
+
+def member_change(before: Iterable[str], after: Iterable[str]) -> dict[str, list[str]]:
+    """What every audit entry that changes a group's member list carries in its `after`, whichever
+    path wrote it (API, SCIM, Keycloak, import, a user's own groups): the usernames that joined and
+    the ones that left, each sorted. A reader (a SIEM) need not diff member lists itself."""
+    old, new = set(before), set(after)
+    return {"members_added": sorted(new - old), "members_removed": sorted(old - new)}
+
+
+def with_member_change(
+    after: dict[str, Any] | None, before_members: Iterable[str], after_members: Iterable[str]
+) -> dict[str, Any] | None:
+    """`after` with the member change added when the member list changed (else `after` as it is)."""
+    change = member_change(before_members, after_members)
+    if not change["members_added"] and not change["members_removed"]:
+        return after
+    return {**(after or {}), **change}

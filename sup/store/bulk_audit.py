@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import insert
 from sqlalchemy.orm import Session
 
-from sup.store.audit import Actor
+from sup.store.audit import Actor, member_change
 from sup.store.models import AuditEntry, utcnow
 
 Entry = tuple[str, dict[str, Any] | None, dict[str, Any] | None]  # name, before, after
@@ -37,3 +37,18 @@ def record_many(
             for name, before, after in entries
         ],
     )
+
+
+def record_member_changes(
+    session: Session,
+    actor: Actor,
+    added: Mapping[str, Collection[str]],
+    removed: Mapping[str, Collection[str]],
+) -> None:
+    """The group side of membership changes made from elsewhere (a user's `groups`, a user deleted):
+    an `add_member` entry per group of `added` (group -> usernames that joined) and a `remove_member`
+    entry per group of `removed`, each naming them as `member_change` does."""
+    joined = [(g, None, member_change((), m)) for g, m in sorted(added.items()) if m]
+    left = [(g, None, member_change(m, ())) for g, m in sorted(removed.items()) if m]
+    record_many(session, actor, "add_member", "group", joined)
+    record_many(session, actor, "remove_member", "group", left)

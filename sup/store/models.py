@@ -377,3 +377,15 @@ class GatewayHeartbeat(Base):
     at: Mapped[datetime] = mapped_column(default=utcnow)
     sessions: Mapped[list[dict[str, Any]]] = mapped_column(JsonType)
     busy: Mapped[list[dict[str, Any]]] = mapped_column(JsonType)
+
+
+class AuditCursor(Base):
+    """How far the audit stream (settings `audit_out`) has shipped to one sink (`file`, `webhook`):
+    the id of the last audit entry the sink accepted. Moved only after a delivery, so a restart
+    resumes after it (at least once: a batch delivered just before a crash may come again)."""
+
+    __tablename__ = "audit_cursor"
+
+    sink: Mapped[str] = mapped_column(String(16), primary_key=True)
+    last_id: Mapped[int] = mapped_column(BigInteger)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow)

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Request, Response
 from pydantic import AwareDatetime, BaseModel, Field, field_validator
 
 from sup.api import API_PREFIX
-from sup.api.context import Admin, token_cache
+from sup.api.context import Admin, Viewer, token_cache
 from sup.common.schemas import Body
 from sup.domain.roles import Role
 from sup.store.models import utcnow
@@ -65,3 +65,17 @@ def revoke_token(ctx: Admin, name: str, request: Request) -> Response:
         service.revoke_token(session, ctx.actor, name)
     token_cache(request).clear()  # revoked here: refused from the next request on, not after the TTL
     return Response(status_code=204)
+
+
+class WhoAmI(BaseModel):
+    name: str = Field(description="the token's name (the audit log's actor), or an OIDC person's")
+    role: str = Field(description="viewer, operator or admin: what this token may do")
+
+
+# Any reading role may ask who it is (the admin page hides the writes a viewer may not make).
+whoami_router = APIRouter(prefix=API_PREFIX, tags=["tokens"])
+
+
+@whoami_router.get("/whoami", response_model=WhoAmI, summary="The name and role of the calling token")
+def whoami(ctx: Viewer) -> WhoAmI:
+    return WhoAmI(name=ctx.actor.name, role=ctx.actor.role)

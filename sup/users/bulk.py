@@ -21,7 +21,7 @@ from sup.domain.sshkeys import key_set_problem, parse_ssh_public_key
 from sup.errors import FieldError, InvalidInput
 from sup.store import ids
 from sup.store.audit import Actor
-from sup.store.bulk_audit import record_many
+from sup.store.bulk_audit import record_many, record_member_changes
 from sup.store.models import Group, Membership, SshKey, User, new_scim_id, utcnow
 from sup.store.outbox import mark_dirty_many
 from sup.users.homes import check_new_homes
@@ -140,6 +140,11 @@ def create_users(
         for row in rows
     ]
     record_many(session, actor, "create", "user", entries)
+    joins: dict[str, list[str]] = {}
+    for name, groups in joined.items():
+        for g in groups:
+            joins.setdefault(g, []).append(name)
+    record_member_changes(session, actor, joins, {})
     return changes
 
 

@@ -4,19 +4,24 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, Query, Request, Response
+from sqlalchemy import select
 
 from sup.api import API_PREFIX
 from sup.api.context import IfMatch, Operator, Viewer
-from sup.api.paging import Paging
+from sup.api.paging import Paging, max_page_size
 from sup.common.concurrency import etag
 from sup.common.schemas import Page
+from sup.errors import FieldError, InvalidInput
 from sup.store.lookup import require_user
+from sup.store.models import User
 from sup.users import service
-from sup.users.schemas import UserCreate, UserOut, UserPatch
-from sup.users.status import UserStatus, status_of
+from sup.users.schemas import SshKeyOut, UserCreate, UserOut, UserPatch
+from sup.users.status import UserStatus, status_of, statuses_of
 
 router = APIRouter(prefix=API_PREFIX + "/users", tags=["users"])
+# Under its own prefix: any word after /users/ may be a username.
+status_router = APIRouter(prefix=API_PREFIX + "/status", tags=["users"])
 
 
 @router.get("", response_model=Page[UserOut], summary="List users")
@@ -79,3 +84,39 @@ def user_status(ctx: Viewer, username: str) -> UserStatus:
     with ctx.transaction() as session:
         require_user(session, username)
         return status_of(session, ctx.settings, username)
+
+
+@router.get("/{username}/ssh-keys", response_model=list[SshKeyOut], summary="A user's SSH keys, every origin")
+def list_ssh_keys(ctx: Viewer, username: str) -> list[SshKeyOut]:
+    with ctx.transaction() as session:
+        user = require_user(session, username)
+        return [SshKeyOut(fingerprint=k.fingerprint, key=k.line, origin=k.origin) for k in user.ssh_keys]
+
+
+@router.delete(
+    "/{username}/ssh-keys/{fingerprint:path}",
+    status_code=204,
+    summary="Remove one of a user's SSH keys (any origin; audited as an update of the user)",
+)
+def delete_ssh_key(ctx: Operator, username: str, fingerprint: str, expected: IfMatch) -> Response:
+    with ctx.transaction() as session:
+        service.remove_ssh_key(session, ctx.settings, ctx.actor, username, fingerprint, expected)
+    return Response(status_code=204)
+
+
+@status_router.get(
+    "/users",
+    response_model=list[UserStatus],
+    summary="Provisioning state per target of several users at once (a page of a list)",
+)
+def users_status(
+    ctx: Viewer,
+    request: Request,
+    username: Annotated[list[str], Query(min_length=1, description="repeat for each user, in order")],
+) -> list[UserStatus]:
+    """Users the store does not know are left out (one may be deleted between a list and this)."""
+    if len(username) > max_page_size(request):
+        raise InvalidInput(FieldError("username", f"at most {max_page_size(request)} users at once"))
+    with ctx.transaction() as session:
+        known = set(session.scalars(select(User.username).where(User.username.in_(username))))
+        return statuses_of(session, ctx.settings, [name for name in username if name in known])

@@ -96,3 +96,9 @@ class UserOut(BaseModel):
     version: int
     created_at: datetime
     updated_at: datetime
+
+
+class SshKeyOut(BaseModel):
+    fingerprint: str = Field(description="SHA256 fingerprint: what DELETE .../ssh-keys/{fingerprint} names")
+    key: str
+    origin: str = Field(description="admin (set through the API or an import), idp (from a source), self")

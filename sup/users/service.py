@@ -21,11 +21,12 @@ from sup.domain.gids import private_gid_ranges, uid_ranges
 from sup.domain.posix import InvalidName, check_groupname, check_username
 from sup.domain.sshkeys import key_set_problem, parse_ssh_public_key
 from sup.domain.usernames import derive_username
-from sup.errors import Conflict, FieldError, InvalidInput
+from sup.errors import Conflict, FieldError, InvalidInput, NotFound
 from sup.groups.membership import set_user_groups
 from sup.groups.privilege import check_fill
 from sup.store import ids
 from sup.store.audit import Actor, record
+from sup.store.bulk_audit import record_member_changes
 from sup.store.lookup import (
     account_by_name,
     contains,
@@ -261,7 +262,9 @@ def create_user(
     set_user_groups(session, user, groups, source)
     mark_dirty(session, "user", user.username)
     session.flush()
-    record(session, actor, "create", "user", user.username, after=snapshot(user))
+    after = snapshot(user)
+    record(session, actor, "create", "user", user.username, after=after)
+    _record_group_side(session, actor, user.username, [], after["groups"])
     return user
 
 
@@ -407,8 +410,50 @@ def update_user(
     for group in touched_groups:
         mark_dirty(session, "group", group)
     session.flush()
-    record(session, actor, "update", "user", user.username, before=before, after=snapshot(user))
+    after = snapshot(user)
+    record(session, actor, "update", "user", user.username, before=before, after=after)
+    _record_group_side(session, actor, user.username, before["groups"], after["groups"])
     return user
+
+
+def _record_group_side(
+    session: Session, actor: Actor, username: str, before: list[str], after: list[str]
+) -> None:
+    """A change of a user's groups is a change of those groups' member lists: each group it touched
+    gets its own entry naming the member (sup/store/bulk_audit.py), as a change made on the group
+    would. A rename is not one: the person stays in the same groups."""
+    joined = {g: [username] for g in set(after) - set(before)}
+    left = {g: [username] for g in set(before) - set(after)}
+    record_member_changes(session, actor, joined, left)
+
+
+def remove_ssh_key(
+    session: Session,
+    settings: Settings,
+    actor: Actor,
+    username: str,
+    fingerprint: str,
+    expected_version: int | None = None,
+) -> User:
+    """Take one key (by fingerprint) from the user, whatever its origin; the others keep theirs. An
+    ordinary update: audited, versioned and marked for the targets. A key from a source (idp) comes
+    back with that source's next pull unless it is removed there too."""
+    user = require_user(session, username)
+    key = next((k for k in user.ssh_keys if k.fingerprint == fingerprint), None)
+    if key is None:
+        raise NotFound("ssh key", fingerprint)
+    same_origin = [k.line for k in user.ssh_keys if k.origin == key.origin and k.fingerprint != fingerprint]
+    patch = UserPatch(ssh_public_keys=same_origin)
+    return update_user(
+        session,
+        settings,
+        actor,
+        username,
+        patch,
+        expected_version,
+        key_origin=key.origin,
+        keys_of_origin_only=True,
+    )
 
 
 def _bump(user: User) -> None:
@@ -494,6 +539,7 @@ def delete_user(session: Session, actor: Actor, username: str, expected_version:
     session.delete(user)
     session.flush()
     record(session, actor, "delete", "user", username, before=before)
+    _record_group_side(session, actor, username, before["groups"], [])
 
 
 # --- identities from an IdP -----------------------------------------------------------------------

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -83,3 +85,42 @@ def test_since_filter_accepts_times_with_and_without_zone(client: TestClient, vi
         assert response.status_code == 200, response.text
     future = client.get("/api/v1/audit", params={"since": "2999-01-01T00:00:00Z"}, headers=viewer).json()
     assert future["total"] == 0
+
+
+def _member_changes(client: TestClient, headers: dict[str, str], group: str) -> list[tuple[str, Any, Any]]:
+    """The group's audit entries, oldest first: (action, members_added, members_removed) as `after` says."""
+    items = client.get("/api/v1/audit", params={"resource_name": group}, headers=headers).json()["items"]
+    return [
+        (e["action"], (e["after"] or {}).get("members_added"), (e["after"] or {}).get("members_removed"))
+        for e in reversed(items)
+        if e["resource_type"] == "group"
+    ]
+
+
+def test_every_change_of_a_member_list_names_who_joined_and_who_left(
+    client: TestClient, operator: dict[str, str], viewer: dict[str, str]
+) -> None:
+    for name in ("ann", "bob", "cy", "dee"):
+        assert client.post("/api/v1/users", json={"username": name}, headers=operator).status_code == 201
+    client.post("/api/v1/groups", json={"name": "lab", "members": ["bob", "ann"]}, headers=operator)
+    client.put("/api/v1/groups/lab/members/cy", headers=operator)
+    client.delete("/api/v1/groups/lab/members/ann", headers=operator)
+    client.patch("/api/v1/groups/lab", json={"members": ["bob", "dee"]}, headers=operator)
+    client.patch("/api/v1/groups/lab", json={"description": "no member change"}, headers=operator)
+    client.patch("/api/v1/users/ann", json={"groups": ["lab"]}, headers=operator)  # the user's side
+    client.patch("/api/v1/users/bob", json={"groups": []}, headers=operator)
+    client.delete("/api/v1/users/dee", headers=operator)
+    client.post("/api/v1/groups", json={"name": "gone", "members": ["ann"]}, headers=operator)
+    client.delete("/api/v1/groups/gone", headers=operator)
+
+    assert _member_changes(client, viewer, "lab") == [
+        ("create", ["ann", "bob"], []),
+        ("add_member", ["cy"], []),
+        ("remove_member", [], ["ann"]),
+        ("update", ["dee"], ["cy"]),
+        ("update", None, None),  # the member list did not change: no such keys
+        ("add_member", ["ann"], []),
+        ("remove_member", [], ["bob"]),
+        ("remove_member", [], ["dee"]),
+    ]
+    assert _member_changes(client, viewer, "gone") == [("create", ["ann"], []), ("delete", [], ["ann"])]

@@ -39,6 +39,10 @@ ENDPOINTS = [
     ("GET", "/api/v1/tokens", None, "admin"),
     ("POST", "/api/v1/tokens", {"name": "another", "role": "viewer"}, "admin"),
     ("DELETE", "/api/v1/tokens/scim-token", None, "admin"),
+    ("GET", "/api/v1/whoami", None, "viewer"),
+    ("GET", "/api/v1/status/users?username=kim&username=saul", None, "viewer"),
+    ("GET", "/api/v1/users/kim/ssh-keys", None, "viewer"),
+    ("GET", "/api/v1/gateway/people/kim", None, "viewer"),
 ]
 RANK = {"viewer": 1, "operator": 2, "admin": 3, "scim": 0, "gateway": 0}
 
@@ -153,3 +157,10 @@ def test_token_expiry_must_be_a_future_time_with_zone(client: TestClient, admin:
         headers=admin,
     )
     assert ok.status_code == 201 and ok.json()["expires_at"].startswith("2999-01-01")
+
+
+def test_whoami_names_the_token_and_its_role(client: TestClient, tokens: dict[str, str]) -> None:
+    for role in ("viewer", "operator", "admin"):
+        response = client.get("/api/v1/whoami", headers=bearer(tokens[role]))
+        assert response.status_code == 200
+        assert response.json() == {"name": f"{role}-token", "role": role}

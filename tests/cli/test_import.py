@@ -42,6 +42,21 @@ def _users(sessions: sessionmaker[Session]) -> dict[str, tuple[int, bool, str]]:
         return {u.username: (u.uid_number, u.active, u.source) for u in session.scalars(select(User))}
 
 
+def _member_changes(sessions: sessionmaker[Session], group: str) -> list[tuple[str, list[str], list[str]]]:
+    """The group's audit entries that change its member list, oldest first, as their `after` names it."""
+    with sessions() as session:
+        entries = session.scalars(
+            select(AuditEntry)
+            .where(AuditEntry.resource_type == "group", AuditEntry.resource_name == group)
+            .order_by(AuditEntry.id)
+        ).all()
+    return [
+        (e.action, e.after["members_added"], e.after["members_removed"])
+        for e in entries
+        if e.after and "members_added" in e.after
+    ]
+
+
 def _write(tmp_path: Path, name: str, text: str) -> Path:
     path = tmp_path / name
     path.write_text(text)
@@ -71,6 +86,8 @@ def test_csv_import_creates_then_changes_nothing(
         assert kim.login_shell == "/bin/zsh" and kim.primary_gid == 12345
         assert sorted(m.group.name for m in kim.memberships) == ["lab1", "lab2"]
         assert session.get(Group, kim.private_group.id).gid_number == 12345  # type: ignore[union-attr]
+    # New people joining the groups: the groups' own entries name them (the bulk path's).
+    assert _member_changes(sessions, "lab1") == [("add_member", ["kim", "lee"], [])]
     audit, marks = _count(sessions, AuditEntry), _count(sessions, OutboxMark)
 
     again = run_sup("import", str(csv), "--json", env=env)
@@ -91,6 +108,7 @@ def test_csv_import_creates_then_changes_nothing(
         kim = session.scalars(select(User).where(User.username == "kim")).one()
         assert kim.display_name == "Kim Wexler"
         assert [m.group.name for m in kim.memberships] == ["lab2"]
+    assert _member_changes(sessions, "lab1")[-1] == ("remove_member", [], ["kim"])
 
 
 def test_invalid_file_reports_every_problem_and_writes_nothing(

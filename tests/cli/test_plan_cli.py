@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import json
 from pathlib import Path
 
@@ -45,9 +46,13 @@ def test_configured_but_unavailable_target_is_reported_not_fatal(tmp_path: Path)
 def test_plan_and_reconcile_endpoints(
     client: TestClient, viewer: dict[str, str], operator: dict[str, str]
 ) -> None:
+    before = datetime.datetime.now(datetime.UTC).replace(microsecond=0)
     plan = client.get("/api/v1/plan", headers=viewer)
     assert plan.status_code == 200
-    assert plan.json() == {
+    body = plan.json()
+    started = datetime.datetime.fromisoformat(body.pop("started_at"))  # when the plan was made
+    assert before <= started <= datetime.datetime.now(datetime.UTC)
+    assert body == {
         "targets": [
             {
                 "target": t,
@@ -65,5 +70,6 @@ def test_plan_and_reconcile_endpoints(
     assert client.post("/api/v1/reconcile", headers=viewer).status_code == 403
     done = client.post("/api/v1/reconcile", json={"targets": ["ldap"]}, headers=operator)
     assert done.status_code == 200 and [t["target"] for t in done.json()["targets"]] == ["ldap"]
+    assert "started_at" in done.json()
     bad = client.get("/api/v1/plan", params={"target": "nfs"}, headers=viewer)
     assert bad.status_code == 422

@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,7 @@ import httpx
 import pytest
 import yaml
 
+from sup.domain import sshcerts
 from sup.gateway import PodRoute
 from sup.targets.kube.names import Owner
 from tests.e2e.stack import wait_until
@@ -40,7 +41,7 @@ from tests.support.idle_reporter import IdleReporter, ReporterUnavailable
 from tests.support.kubeapi import KubeApiServer
 from tests.support.ports import free_port
 from tests.support.server import SupServer
-from tests.support.sshd import SshClient, StandInPod
+from tests.support.sshd import SshClient, StandInPod, keygen
 
 IDLE_PORT = 9111  # what SUP's awake answer names; the test's address function maps it to a reporter
 
@@ -52,6 +53,7 @@ class Site:
     gateway_token: str
     namespace: str
     kubeapi: KubeApiServer
+    ca_key: Path  # the SSH CA's private key (ssh_ca.key_file)
 
     def replicas(self, username: str) -> int | None:
         """The login StatefulSet's replicas on the API server (None: not there yet)."""
@@ -101,10 +103,13 @@ def site(
 ) -> Iterator[Site]:
     tmp_path = tmp_path_factory.mktemp("site")
     namespace = kubeapi.new_namespace("gw")
+    ca_key = tmp_path / "ssh_ca"
+    keygen(ca_key, "test-ca")
     config = {
         "database_url": f"sqlite:///{tmp_path / 'sup.db'}",
         "kube": {"namespace": namespace, "kubeconfig": str(kubeapi.admin_kubeconfig)},
         "gateway": {**idle_settings, "idle_port": IDLE_PORT},
+        "ssh_ca": {"key_file": str(ca_key)},
     }
     (tmp_path / "sup.yaml").write_text(yaml.safe_dump(config))
     env = sup_env(SUP_CONFIG=str(tmp_path / "sup.yaml"))
@@ -113,7 +118,7 @@ def site(
     gateway = run_sup("token", "create", "--name", "gateway", "--role", "gateway", env=env).stdout.strip()
     server = SupServer(env, tmp_path / "serve.log")
     client = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {admin}"}, timeout=60)
-    made = Site(server, client, gateway, namespace, kubeapi)
+    made = Site(server, client, gateway, namespace, kubeapi, ca_key)
     try:
         yield made
     finally:
@@ -356,6 +361,68 @@ def test_a_held_session_is_cut_when_the_person_is_suspended(
         if held.poll() is None:
             held.kill()
         held.communicate()
+
+
+def _certify(ca_key: Path, person: Person, *, principal: str | None = None, **when: Any) -> None:
+    """Sign `person`'s key as SUP's CA does (the signing endpoint itself is tested with a real
+    Keycloak token in tests/keycloak/test_ssh_certificates.py) and put the certificate where OpenSSH
+    looks for it: beside the key."""
+    made = sshcerts.sign_user_certificate(
+        sshcerts.load_ca_key(ca_key.read_bytes()), person.public, principal=principal or person.name,
+        serial=7, key_id=f"sup:{person.name}:7", now=when.get("now", datetime.now(UTC)),
+        lifetime=timedelta(hours=1), extensions=["permit-port-forwarding", "permit-pty"],
+    )  # fmt: skip
+    Path(f"{person.key}-cert.pub").write_text(made.line + "\n")
+
+
+def test_a_certificate_from_sups_ca_passes_the_gateway_into_the_pod(
+    site: Site,
+    gateway: Callable[..., RunningGateway],
+    stand_in_pod: StandInPod,
+    tmp_path: Path,
+) -> None:
+    """No key uploaded: carol logs in with a certificate of SUP's CA, through the gateway into a
+    pod whose sshd trusts the CA (TrustedUserCAKeys, a principals file naming carol). A certificate
+    for another principal, an expired one and another CA's are refused at the gateway, and so is
+    carol's own once she is suspended, at once (the gateway asks SUP about the person)."""
+    carol = Person.make(tmp_path, f"carol{next(_numbers)}")
+    assert site.admin.post("/api/v1/users", json={"username": carol.name}).status_code == 201
+    wait_until(lambda: site.replicas(carol.name) == 1, 60, "carol's login StatefulSet")
+    trusted = site.admin.get("/api/v1/ssh-ca").json()["trusted_user_ca_keys"]
+    (stand_in_pod.directory / "ca.pub").write_text("".join(f"{line}\n" for line in trusted))
+    (stand_in_pod.directory / "principals").write_text(f"{carol.name}\n")
+    stand_in_pod.start(
+        "-o", f"TrustedUserCAKeys={stand_in_pod.directory / 'ca.pub'}",
+        "-o", f"AuthorizedPrincipalsFile={stand_in_pod.directory / 'principals'}",
+    )  # fmt: skip
+    running = gateway(route_cache_seconds=0.5)
+    client = SshClient(tmp_path, carol.key, running.port)
+
+    _certify(site.ca_key, carol)
+    landed = client.ssh(carol.name, "login", "echo landed")
+    assert landed.returncode == 0, landed.stderr
+    assert landed.stdout == "landed\n"
+    logins = [e for e in site.audit(carol.name) if e["action"] == "login"]
+    assert logins and logins[0]["after"]["fingerprint"].startswith("cert:SHA256:")
+
+    def refused_at_the_gateway() -> None:
+        answer = client.ssh(carol.name, "login", "echo landed")
+        assert answer.returncode == 255 and "Permission denied (publickey)" in answer.stderr, answer.stderr
+
+    _certify(site.ca_key, carol, principal="someone-else")
+    refused_at_the_gateway()
+    _certify(site.ca_key, carol, now=datetime.now(UTC) - timedelta(hours=3))
+    refused_at_the_gateway()
+    other_ca = tmp_path / "other_ca"
+    keygen(other_ca, "not-sups")
+    _certify(other_ca, carol)
+    refused_at_the_gateway()
+
+    _certify(site.ca_key, carol)
+    assert client.ssh(carol.name, "login", "true").returncode == 0
+    assert site.admin.patch(f"/api/v1/users/{carol.name}", json={"active": False}).status_code == 200
+    time.sleep(1)  # the gateway's route cache (0.5 s)
+    refused_at_the_gateway()
 
 
 IDLE, HEARTBEAT, GAP = 8, 3, 4  # the next test's idle_seconds, heartbeat_seconds, gap between sessions

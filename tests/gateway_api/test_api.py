@@ -57,6 +57,7 @@ def test_routes_of_a_person_own_pod_first_then_group_pods(
     assert response.json() == {
         "username": "kim",
         "fingerprints": [fingerprint(KIM_KEY)],
+        "certificate_authorities": [],  # the site signs no SSH certificates
         "pods": [
             {"name": "login", "kind": "user", "owner": "kim", "service": "login-kim", **common},
             {"name": "physics", "kind": "group", "owner": "physics", "service": "group-physics", **common},
@@ -348,3 +349,29 @@ def test_a_gateway_token_reads_one_persons_fingerprints_by_name_and_no_list_of_t
     assert fingerprint(KIM_KEY) in answered["/api/v1/gateway/routes/{username}"]
     for path, body in answered.items():
         assert not any(other in body for other in others), path
+
+
+@pytest.mark.usefixtures("world")
+def test_one_persons_login_pods_and_sessions_for_people_to_read(
+    client: TestClient, gateway: dict[str, str], viewer: dict[str, str], sessions: sessionmaker[Session]
+) -> None:
+    """What the admin page's person view shows: the pods (asleep or awake) and that person's sessions
+    only; why a person has none; 404 for nobody; a viewer may read it, the gateway's token may not."""
+    with sessions.begin() as session:
+        session.add(LoginWake(kind="user", name="kim", awake=False, woken_at=None, last_activity=None))
+    beat = _heartbeat("gw-a", ("user", "kim", "kim"), ("user", "lee", "lee"))
+    assert client.post("/api/v1/gateway/heartbeat", json=beat, headers=gateway).status_code == 204
+
+    kim = client.get("/api/v1/gateway/people/kim", headers=viewer)
+    assert kim.status_code == 200, kim.text
+    body = kim.json()
+    assert [(p["name"], p["kind"], p["awake"]) for p in body["pods"]] == [
+        ("login", "user", False), ("physics", "group", True),
+    ]  # fmt: skip
+    assert body["reason"] is None
+    assert [(s["gateway"], s["name"], s["username"]) for s in body["sessions"]] == [("gw-a", "kim", "kim")]
+
+    saul = client.get("/api/v1/gateway/people/saul", headers=viewer).json()
+    assert saul["pods"] == [] and saul["reason"] == "inactive" and saul["sessions"] == []
+    assert client.get("/api/v1/gateway/people/nobody", headers=viewer).status_code == 404
+    assert client.get("/api/v1/gateway/people/kim", headers=gateway).status_code == 403

@@ -52,6 +52,33 @@ def test_scim_oauth_client_secrets_come_from_secrets_by_connection(helm_binary: 
         render(helm_binary, "sup-system", f"{bad}.name=sup-scim-okta", f"{bad}.key=client_secret")
 
 
+def test_the_ssh_ca_key_is_mounted_into_sups_container_only(helm_binary: str) -> None:
+    """The CA's private key (issue 29): a read-only file in SUP's own container, named to SUP by
+    SUP_SSH_CA__KEY_FILE; no other container or pod of the chart mounts it."""
+    objects = render(helm_binary, "sup-system", "secrets.sshCaKey.name=sup-ssh-ca", "gateway.enabled=true")
+    deployments = [o for o in objects if o["kind"] == "Deployment"]
+    assert len(deployments) == 2  # SUP's and the gateway's
+    (pod,) = [
+        d["spec"]["template"]["spec"] for d in deployments
+        if [c["name"] for c in d["spec"]["template"]["spec"]["containers"]] == ["sup"]
+    ]  # fmt: skip
+    (volume,) = [v for v in pod["volumes"] if v["name"] == "ssh-ca"]
+    assert volume["secret"] == {
+        "secretName": "sup-ssh-ca", "defaultMode": 0o400, "items": [{"key": "ssh_ca", "path": "ca"}]
+    }  # fmt: skip
+    containers = {c["name"]: c for c in pod["containers"]}
+    mounting = [n for n, c in containers.items() if any(m["name"] == "ssh-ca" for m in c["volumeMounts"])]
+    assert mounting == ["sup"]
+    (mount,) = [m for m in containers["sup"]["volumeMounts"] if m["name"] == "ssh-ca"]
+    assert mount["readOnly"] is True
+    env = {e["name"]: e.get("value") for e in containers["sup"]["env"]}
+    assert env["SUP_SSH_CA__KEY_FILE"] == mount["mountPath"] + "/ca"
+    others = [o for o in objects if o.get("spec", {}).get("template", {}).get("spec") is not pod]
+    assert "sup-ssh-ca" not in yaml.safe_dump(others)  # the gateway, the helm test pod, ...
+    plain = render(helm_binary, "sup-system")
+    assert "ssh-ca" not in yaml.safe_dump(plain) and "SSH_CA" not in yaml.safe_dump(plain)
+
+
 def test_the_chart_renders_a_restricted_deployment_with_probes_and_secret_references(
     helm_binary: str,
 ) -> None:

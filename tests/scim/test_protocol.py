@@ -379,6 +379,30 @@ def test_scim_only_attributes_change_the_version_and_are_audited(
     assert actions == ["create", "update_scim"]
 
 
+def test_group_writes_name_the_members_added_and_removed_in_the_audit_log(
+    client: TestClient, okta: dict[str, str], sessions: sessionmaker[Session]
+) -> None:
+    ids = {name: create_user(client, okta, name)["id"] for name in ("ann", "bob", "cy")}
+    group = create_group(client, okta, "lab", [ids["ann"]])
+    url = f"{SCIM}/Groups/{group['id']}"
+    add = patch_body({"op": "add", "path": "members", "value": [{"value": ids["bob"]}, {"value": ids["cy"]}]})
+    assert client.patch(url, json=add, headers=okta).status_code in (200, 204)
+    remove = patch_body({"op": "remove", "path": f'members[value eq "{ids["ann"]}"]'})
+    assert client.patch(url, json=remove, headers=okta).status_code in (200, 204)
+    put = {"schemas": [GROUP_SCHEMA], "displayName": "lab", "members": [{"value": ids["ann"]}]}
+    assert client.put(url, json=put, headers=okta).status_code == 200
+    with sessions() as session:
+        entries = session.scalars(
+            select(AuditEntry).where(AuditEntry.resource_type == "group").order_by(AuditEntry.id)
+        ).all()
+    assert [(e.action, e.after["members_added"], e.after["members_removed"]) for e in entries if e.after] == [
+        ("create", ["ann"], []),
+        ("update", ["bob", "cy"], []),
+        ("update", [], ["ann"]),
+        ("update", ["ann"], ["bob", "cy"]),
+    ]
+
+
 def test_delete_removes_the_user_through_the_service(
     client: TestClient, okta: dict[str, str], sessions: sessionmaker[Session]
 ) -> None:

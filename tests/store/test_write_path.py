@@ -9,6 +9,8 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from sup.config import Settings
 from sup.errors import Forbidden
+from sup.groups.bulk import add_memberships, create_groups, remove_memberships
+from sup.groups.schemas import GroupCreate
 from sup.groups.upsert import GroupInput, save_group, take_over_group
 from sup.store.lookup import require_group, require_user
 from sup.store.models import AuditEntry, OutboxMark
@@ -164,3 +166,25 @@ def test_save_group_keeps_keycloak_out_of_admin_groups(
         )
         save_group(session, allowed, ACTOR, GroupInput("ops", "keycloak", {"members": ["ada", "bo"]}), ops)
         assert sorted(m.user.username for m in require_group(session, "ops").memberships) == ["ada", "bo"]
+
+
+def test_batched_memberships_name_who_joined_and_who_left(
+    settings: Settings, sessions: sessionmaker[Session]
+) -> None:
+    with sessions.begin() as session:
+        create_users(
+            session, settings, ACTOR, [UserCreate(username=n) for n in ("ann", "bob", "cy")], "import"
+        )
+        create_groups(session, settings, ACTOR, [GroupCreate(name="lab")], "import")
+    with sessions.begin() as session:
+        add_memberships(session, ACTOR, [("lab", "cy"), ("lab", "ann")], "import")
+    with sessions.begin() as session:
+        remove_memberships(session, ACTOR, [("lab", "cy")])
+    with sessions() as session:
+        entries = session.scalars(
+            select(AuditEntry).where(AuditEntry.resource_name == "lab").order_by(AuditEntry.id)
+        ).all()
+        changes = [
+            (e.action, e.after["members_added"], e.after["members_removed"]) for e in entries[1:] if e.after
+        ]
+    assert changes == [("add_member", ["ann", "cy"], []), ("remove_member", [], ["cy"])]

@@ -16,11 +16,14 @@ view-events, admin events on, and an audience mapper so its tokens name SUP.
 from __future__ import annotations
 
 import contextlib
+import html
 import os
+import re
 import shutil
 import subprocess
 import tempfile
 import time
+import urllib.parse
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -254,7 +257,83 @@ class Realm:
     def add_group(self, name: str, parent: str | None = None) -> str:
         return str(self.admin.create_group({"name": name}, parent=parent))
 
+    def add_device_client(self, client_id: str, audience: str = "sup") -> None:
+        """A public client with the OAuth device grant (RFC 8628) whose tokens name `audience`, as
+        docs/ssh-certificates.md sets one up for `sup ssh login`."""
+        self.admin.create_client(
+            {
+                "clientId": client_id,
+                "enabled": True,
+                "publicClient": True,
+                "standardFlowEnabled": False,
+                "directAccessGrantsEnabled": False,
+                "consentRequired": False,
+                "protocol": "openid-connect",
+                "attributes": {"oauth2.device.authorization.grant.enabled": "true"},
+                "protocolMappers": [
+                    {
+                        "name": f"audience-{audience}",
+                        "protocol": "openid-connect",
+                        "protocolMapper": "oidc-audience-mapper",
+                        "config": {"included.client.audience": audience, "access.token.claim": "true"},
+                    }
+                ],
+            }
+        )
+
+    def approve_device(self, link: str, username: str, password: str) -> str:
+        """What a person does in the browser for a device login: open the link, sign in, grant the
+        access Keycloak asks for. Returns the last page's text ("Device Login Successful")."""
+        browser = _Browser()
+        page = browser.go("GET", link)
+        for _ in range(4):
+            if "Device Login Successful" in page.text or "login-device-login-successful" in page.text:
+                return page.text
+            form = re.search(r'<form[^>]*action="([^"]+)"', page.text)
+            assert form is not None, page.text[-2000:]
+            action = urllib.parse.urljoin(str(page.url), html.unescape(form.group(1)))
+            fields = dict(
+                re.findall(r'<input[^>]*type="hidden"[^>]*name="([^"]+)"[^>]*value="([^"]*)"', page.text)
+            )
+            if 'name="password"' in page.text:
+                fields.update(username=username, password=password)
+            elif "oauth-grant" in page.text:
+                fields["accept"] = "Yes"
+            else:
+                fields.update(device_user_code=_user_code(link), accept="Yes")
+            page = browser.go("POST", action, fields)
+        raise AssertionError(f"the device login did not succeed: {page.text[-2000:]}")
+
     def token(self, username: str, password: str) -> str:
         """An access token for a person, from the sup-login client (password grant)."""
         oidc = KeycloakOpenID(server_url=self.server.url, realm_name=self.name, client_id="sup-login")
         return str(oidc.token(username, password)["access_token"])
+
+
+def _user_code(link: str) -> str:
+    return urllib.parse.parse_qs(urllib.parse.urlsplit(link).query).get("user_code", [""])[0]
+
+
+class _Browser:
+    """Follows redirects and keeps cookies as a browser does on a loopback origin: it sends the
+    cookies Keycloak marks Secure over plain http (http://127.0.0.1 is a secure context to a browser;
+    httpx's cookie jar would drop them)."""
+
+    def __init__(self) -> None:
+        self.cookies: dict[str, str] = {}
+
+    def go(self, method: str, url: str, form: dict[str, str] | None = None) -> httpx.Response:
+        with httpx.Client(follow_redirects=False, timeout=30) as client:
+            for _ in range(10):
+                cookie = "; ".join(f"{name}={value}" for name, value in self.cookies.items())
+                response = client.request(
+                    method, url, data=form, headers={"Cookie": cookie} if cookie else {}
+                )
+                for header in response.headers.get_list("set-cookie"):
+                    name, _, value = header.split(";", 1)[0].partition("=")
+                    self.cookies[name.strip()] = value.strip()
+                if response.status_code not in (301, 302, 303, 307, 308):
+                    return response
+                url = urllib.parse.urljoin(url, response.headers["location"])
+                method, form = "GET", None
+        raise AssertionError(f"too many redirects from {url}")

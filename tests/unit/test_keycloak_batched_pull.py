@@ -225,3 +225,29 @@ def test_a_pull_reports_a_home_inside_another_persons(store_url: str) -> None:
     with sessions() as s:
         assert s.scalar(select(User.home_directory).where(User.username == "bo")) == "/home/user001/x"
     engine.dispose()
+
+
+def test_a_member_list_change_from_keycloak_names_who_joined_and_who_left(store_url: str) -> None:
+    settings, engine, sessions = _store(store_url)
+    users = [_user(n) for n in range(4)]
+    groups = {"g1": KcGroup(id="g1", name="lab", path="/lab")}
+    realm = RealmSnapshot(
+        users={u.id: u for u in users}, groups=groups, members={"g1": {"kc-000", "kc-001"}}, requests=1
+    )
+    full_sync(settings, engine, sessions, reader=FakeReader(realm))
+    realm.members["g1"] = {"kc-001", "kc-002", "kc-003"}
+    full_sync(settings, engine, sessions, reader=FakeReader(realm))
+    with sessions() as s:
+        entries = s.scalars(
+            select(AuditEntry).where(AuditEntry.resource_name == "lab").order_by(AuditEntry.id)
+        ).all()
+        changes = [
+            (e.action, e.after["members_added"], e.after["members_removed"])
+            for e in entries
+            if e.after and "members_added" in e.after  # a new group without members has none
+        ]
+    # Whether the first members come with the new group or as a change after it, both are named.
+    added_first = sorted(name for _, added, _ in changes[:-1] for name in added)
+    assert added_first == ["user000", "user001"]
+    assert changes[-1] == ("update", ["user002", "user003"], ["user000"])
+    engine.dispose()

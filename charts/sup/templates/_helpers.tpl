@@ -145,6 +145,13 @@ lock_dir set to the emptyDir the chart mounts there), after refusing values that
     secretKeyRef: {name: {{ .name }}, key: {{ .key }}}
 {{- end }}
 {{- end }}
+{{- with .Values.secrets.auditWebhookToken }}
+{{- if .name }}
+- name: SUP_AUDIT_OUT__WEBHOOK__TOKEN
+  valueFrom:
+    secretKeyRef: {name: {{ .name }}, key: {{ .key }}}
+{{- end }}
+{{- end }}
 {{- range $connection, $ref := .Values.secrets.scimOAuthClientSecrets }}
 - name: SUP_SCIM__OAUTH__{{ upper $connection }}__CLIENT_SECRET
   valueFrom:

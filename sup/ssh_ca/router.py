@@ -1,0 +1,68 @@
+"""GET /api/v1/ssh-ca: the CA public keys a login pod's sshd and the gateway trust (no token: they are
+public, and a node or an operator's script needs them before it holds any credential)."""
+
+from __future__ import annotations
+
+from importlib.resources import files
+
+from fastapi import APIRouter, HTTPException, Request, Response
+from pydantic import BaseModel, Field
+
+from sup.api import API_PREFIX
+from sup.config import Settings
+from sup.ssh_ca.service import SshCa
+
+router = APIRouter(prefix=f"{API_PREFIX}/ssh-ca", tags=["ssh certificates"])
+
+
+class LoginOut(BaseModel):
+    issuer: str = Field(description="the identity provider (oidc.issuer)")
+    client_id: str = Field(description="its client for the device login (ssh_ca.login_client_id)")
+    gateway_host: str | None = Field(description="the SSH gateway as people type it (gateway.public_host)")
+
+
+class CaOut(BaseModel):
+    trusted_user_ca_keys: list[str] = Field(
+        description="OpenSSH public key lines, the signing CA first: sshd's TrustedUserCAKeys"
+    )
+    validity_hours: int = Field(description="how long the certificates SUP signs are valid, at most")
+    extensions: list[str]
+    login: LoginOut | None = Field(
+        None, description="what `sup ssh login` needs; null when the site offers no such login"
+    )
+
+
+def ssh_ca(request: Request) -> SshCa:
+    """The app's CA, or 404 when this site does not sign certificates."""
+    found: SshCa | None = getattr(request.app.state, "ssh_ca", None)
+    if found is None:
+        raise HTTPException(404, "this site does not issue SSH certificates (no ssh_ca settings)")
+    return found
+
+
+@router.get("", response_model=CaOut, summary="The SSH certificate authority's public keys")
+def get_ca(request: Request) -> CaOut:
+    ca = ssh_ca(request)
+    settings: Settings = request.app.state.settings
+    login = None
+    if ca.settings.login_client_id and settings.oidc is not None:
+        gateway = settings.gateway.public_host if settings.gateway is not None else None
+        login = LoginOut(
+            issuer=settings.oidc.issuer, client_id=ca.settings.login_client_id, gateway_host=gateway
+        )
+    return CaOut(
+        trusted_user_ca_keys=ca.trusted,
+        validity_hours=ca.settings.validity_hours,
+        extensions=list(ca.settings.extensions),
+        login=login,
+    )
+
+
+@router.get("/client", summary="sup-ssh-login: the one-file login client for researchers")
+def get_client(request: Request) -> Response:
+    """The researchers' client (sup/ssh_login.py: one file, standard library only), so that they
+    fetch it from their own cluster: `curl -o sup-ssh-login https://SUP/api/v1/ssh-ca/client`."""
+    ssh_ca(request)
+    body = files("sup").joinpath("ssh_login.py").read_bytes()
+    headers = {"Content-Disposition": 'attachment; filename="sup-ssh-login"'}
+    return Response(body, media_type="text/x-python; charset=utf-8", headers=headers)

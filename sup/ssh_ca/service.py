@@ -1,0 +1,105 @@
+"""Signing people's SSH keys: the CA's key, who may get a certificate, and the audit trail.
+
+Only an active person gets a certificate, for their own username and no other, for at most
+`ssh_ca.validity_hours`. Every certificate is recorded in the audit log (action `sign_certificate`
+on the user) with its serial, key id, the key's fingerprint and its validity: what a site needs to
+find, and revoke, a certificate later. The certificate itself is not stored: it is public, and it
+is worth nothing without the private key that stays on the person's machine.
+"""
+
+from __future__ import annotations
+
+import secrets
+from datetime import timedelta
+from pathlib import Path
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from sup.config.ssh_ca import SshCaSettings
+from sup.domain import sshcerts
+from sup.domain.sshkeys import InvalidSshKey, parse_ssh_public_key
+from sup.errors import ConfigurationError, Conflict, FieldError, Forbidden, InvalidInput
+from sup.store.audit import Actor, record
+from sup.store.models import SshKey, User, utcnow
+
+CA_COMMENT = "sup-ssh-ca"
+
+
+class SshCa:
+    """The CA: its key (read once, at startup) and the public keys login pods and the gateway trust."""
+
+    def __init__(self, settings: SshCaSettings) -> None:
+        self.settings = settings
+        try:
+            data = Path(settings.key_file).read_bytes()
+        except OSError as exc:
+            raise ConfigurationError(f"ssh_ca.key_file {settings.key_file}: {exc.strerror}") from None
+        try:
+            self.key = sshcerts.load_ca_key(data)
+        except sshcerts.UnusableCaKey as exc:
+            raise ConfigurationError(f"ssh_ca.key_file {settings.key_file}: {exc}") from None
+
+    @property
+    def trusted(self) -> list[str]:
+        """The CA public keys to trust, the signing one first (TrustedUserCAKeys lines)."""
+        return [sshcerts.public_line(self.key, CA_COMMENT), *self.settings.also_trusted]
+
+    @property
+    def fingerprints(self) -> list[str]:
+        """The SHA256 fingerprints of `trusted`, as the gateway compares a certificate's CA."""
+        return [parse_ssh_public_key(line).fingerprint for line in self.trusted]
+
+    def certify(
+        self, session: Session, actor: Actor, user: User, public_key: str, hours: int | None = None
+    ) -> sshcerts.Certificate:
+        """A certificate for `user`'s `public_key`, recorded in the audit log; Forbidden for a person
+        who is suspended, InvalidInput for a key SUP cannot certify or a validity over the limit."""
+        if not user.active:
+            raise Forbidden("your account is suspended: no certificate is issued")
+        limit = self.settings.validity_hours
+        if hours is not None and not 1 <= hours <= limit:
+            raise InvalidInput(
+                FieldError("validity_hours", f"must be from 1 to {limit} (ssh_ca.validity_hours)")
+            )
+        try:
+            parsed = parse_ssh_public_key(public_key)
+        except InvalidSshKey as exc:
+            raise InvalidInput(FieldError("public_key", str(exc))) from None
+        owner = session.scalars(
+            select(SshKey.user_id).where(SshKey.fingerprint == parsed.fingerprint)
+        ).first()
+        if owner is not None and owner != user.id:
+            # As for plain keys: never say whose it is.
+            raise Conflict("this key belongs to another account; use a key of your own", field="public_key")
+        serial = secrets.randbits(63)
+        try:
+            certificate = sshcerts.sign_user_certificate(
+                self.key,
+                parsed.line,
+                principal=user.username,
+                serial=serial,
+                key_id=f"sup:{user.username}:{serial}",
+                now=utcnow(),
+                lifetime=timedelta(hours=hours or limit),
+                extensions=list(self.settings.extensions),
+            )
+        except sshcerts.UncertifiableKey as exc:
+            raise InvalidInput(FieldError("public_key", str(exc))) from None
+        record(
+            session,
+            actor,
+            "sign_certificate",
+            "user",
+            user.username,
+            after={
+                "serial": str(serial),  # 63 bits: a string, so that JSON readers keep every digit
+                "key_id": certificate.key_id,
+                "fingerprint": parsed.fingerprint,
+                "principal": certificate.principal,
+                "valid_after": certificate.valid_after.isoformat(),
+                "valid_before": certificate.valid_before.isoformat(),
+                "extensions": sorted(self.settings.extensions),
+            },
+        )
+        return certificate
