@@ -13,14 +13,18 @@ from sqlalchemy.orm import Session, sessionmaker
 from sup.config import Settings
 from sup.targets.ldap import LdapTarget
 from sup.targets.spec import TargetContext
+from tests.support.ds389 import Ds389Server
 from tests.support.site import TargetSite
 from tests.support.slapd import SlapdServer
+
+# The directory servers the tests run: OpenLDAP's slapd and 389 Directory Server (same helpers).
+LdapServer = SlapdServer | Ds389Server
 
 
 @dataclass
 class Site(TargetSite[LdapTarget]):
     target: ClassVar[str] = "ldap"
-    slapd: SlapdServer
+    slapd: LdapServer  # either server, despite the name
     base_dn: str
     settings: Settings
     sessions: sessionmaker[Session]

@@ -8,8 +8,8 @@ from collections.abc import Callable
 import pytest
 from ldap3 import MODIFY_DELETE, MODIFY_REPLACE
 
-from tests.ldap.site import Site
-from tests.support.slapd import LIMITED_DN, LIMITED_PASSWORD, LIMITED_SIZE, SlapdServer
+from tests.ldap.site import LdapServer, Site
+from tests.support.slapd import LIMITED_DN, LIMITED_PASSWORD, LIMITED_SIZE
 from tests.support.target_contract import TargetContract
 
 DRIFTED_SHELL = "/bin/sh"
@@ -19,8 +19,8 @@ class TestLdapContract(TargetContract[Site]):
     read_error = ("sizeLimitExceeded (4)", "partial read")
 
     @pytest.fixture
-    def site(self, make_site: Callable[..., Site], any_slapd: SlapdServer) -> Site:
-        return make_site(any_slapd)
+    def site(self, make_site: Callable[..., Site], any_directory: LdapServer) -> Site:
+        return make_site(any_directory)
 
     def holds(self, site: Site, username: str) -> bool:
         return site.entry(site.user_dn(username)) is not None

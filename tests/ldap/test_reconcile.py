@@ -8,7 +8,8 @@ from collections.abc import Callable
 
 from ldap3 import MODIFY_ADD, MODIFY_DELETE, MODIFY_REPLACE
 
-from tests.ldap.site import Site
+from tests.ldap.site import LdapServer, Site
+from tests.support.ds389 import Ds389Server
 from tests.support.keys import ed25519_key
 from tests.support.slapd import SlapdServer
 
@@ -115,6 +116,24 @@ def test_the_last_member_leaving_keeps_the_group(
     assert _members(site, "physics") == {
         site.user_dn("kim").lower() if any_slapd.schema == "rfc2307bis" else "kim"
     }
+
+
+def test_389_groups_need_no_placeholder(make_site: Callable[..., Site], ds389: Ds389Server) -> None:
+    """389's groupOfNames may have no member (docs/ldap.md): empty_group_member null works there, and
+    the MemberOf plugin's nsMemberOf class on the users is left alone."""
+    site = make_site(ds389.in_mode("rfc2307bis"), empty_group_member=None)
+    site.add_user("kim")
+    site.add_group("physics", members=["kim"])
+    site.add_group("empty")
+    site.converge()
+    assert _members(site, "empty") == set()
+    kim = site.entry(site.user_dn("kim"))
+    assert kim is not None and "nsMemberOf" in kim["objectClass"]
+    assert [m.lower() for m in kim["memberOf"]] == [site.group_dn("physics").lower()]
+    site.update_group("physics", members=[])
+    site.converge()
+    assert _members(site, "physics") == set()
+    assert site.plan().changes == []
 
 
 def test_deactivated_user_is_locked_not_deleted(
@@ -264,8 +283,8 @@ def test_a_missing_auxiliary_class_is_added(site: Site) -> None:
     assert kim is not None and "ldapPublicKey" in kim["objectClass"]
 
 
-def test_paged_reads_see_every_entry(make_site: Callable[..., Site], slapd: SlapdServer) -> None:
-    site = make_site(slapd, page_size=3)
+def test_paged_reads_see_every_entry(make_site: Callable[..., Site], any_server: LdapServer) -> None:
+    site = make_site(any_server, page_size=3)
     for i in range(8):
         site.add_user(f"user{i}")
     site.converge()

@@ -112,7 +112,8 @@ def test_a_collision_appearing_later_freezes_the_entry_and_withdraws_sudo(
     assert ops is not None and "description" not in ops  # frozen, not updated
 
 
-def test_bind_failures_are_clear_and_never_show_the_password(site: Site) -> None:
+def test_bind_failures_are_clear_and_never_show_the_password(any_server_site: Site) -> None:
+    site = any_server_site
     wrong = "wrong-password-that-must-not-leak"
     site.settings = site.with_settings(bind_password=wrong)
     result = site.plan()
@@ -130,7 +131,8 @@ def test_bind_failures_are_clear_and_never_show_the_password(site: Site) -> None
     assert SERVICE_PASSWORD not in (result.targets[0].error or "")
 
 
-def test_a_missing_base_dn_is_an_error_not_a_plan(site: Site) -> None:
+def test_a_missing_base_dn_is_an_error_not_a_plan(any_server_site: Site) -> None:
+    site = any_server_site
     site.add_user("kim")
     site.settings = site.with_settings(base_dn=f"ou=missing,{site.base_dn}")
     result = site.reconcile()
@@ -139,7 +141,8 @@ def test_a_missing_base_dn_is_an_error_not_a_plan(site: Site) -> None:
     assert site.last_writes == 0
 
 
-def test_one_entry_the_server_refuses_does_not_stop_the_others(site: Site) -> None:
+def test_one_entry_the_server_refuses_does_not_stop_the_others(any_server_site: Site) -> None:
+    site = any_server_site
     site.add_user("kim")
     site.add_user("jurgen")
     # A home stored before homes were checked (the API refuses it now): homeDirectory is an IA5
@@ -162,7 +165,8 @@ def test_one_entry_the_server_refuses_does_not_stop_the_others(site: Site) -> No
     assert statuses["kim"] == ("in_sync", None) and statuses["jurgen"][0] == "error"
 
 
-def test_a_stale_plan_applies_cleanly(site: Site) -> None:
+def test_a_stale_plan_applies_cleanly(any_server_site: Site) -> None:
+    site = any_server_site
     """Writes are idempotent: a member already added, or an entry already gone, is not an error."""
     site.add_user("kim")
     site.add_user("saul")

@@ -1,6 +1,7 @@
 """The schema files SUP ships load the way docs/ldap.md tells operators to load them: the LDIFs with
 `ldapadd -Y EXTERNAL -H ldapi:///` into a running cn=config slapd, after which entries can use them.
-(The .schema files are what every other LDAP test's slapd.conf includes.)"""
+(The .schema files are what every other LDAP test's slapd.conf includes; the 389 Directory Server
+LDIF is what the 389 test server puts in its schema dir.)"""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 from ldap3 import SAFE_SYNC, Connection, Server
 
+from tests.support.ds389 import OPENSSH_LPK_389, schema_to_389_ldif
 from tests.support.ports import free_port
 from tests.support.slapd import SUP_SCHEMAS, SlapdServer, SlapdUnavailable, find_slapd
 
@@ -150,3 +152,12 @@ def test_the_shipped_ldifs_load_into_cn_config_and_entries_can_use_them(
 def test_the_shipped_schema_files_are_what_the_test_servers_include(slapd: SlapdServer) -> None:
     assert SUP_SCHEMAS / "openssh-lpk.schema" in slapd.schema_files
     assert SUP_SCHEMAS / "sudo.schema" in slapd.schema_files
+
+
+def test_the_389_ldif_holds_the_definitions_of_the_schema_file() -> None:
+    """sup/targets/ldap/schema/389ds/60openssh-lpk.ldif is openssh-lpk.schema in 389's format (the
+    389 test server loads it, so every 389 test that writes a user proves it loads)."""
+    shipped = OPENSSH_LPK_389.read_text()
+    header = "".join(line + "\n" for line in shipped.splitlines() if line.startswith("#"))
+    assert shipped == schema_to_389_ldif((SUP_SCHEMAS / "openssh-lpk.schema").read_text(), header)
+    assert "attributeTypes: ( 1.3.6.1.4.1.24552.500.1.1.1.13 NAME 'sshPublicKey'" in shipped

@@ -7,9 +7,8 @@ from collections.abc import Callable
 
 from ldap3 import MODIFY_DELETE, MODIFY_REPLACE
 
-from tests.ldap.site import Site
+from tests.ldap.site import LdapServer, Site
 from tests.support.keys import ed25519_key
-from tests.support.slapd import SlapdServer
 from tests.support.sssd import SssdServer
 
 
@@ -22,9 +21,9 @@ def _group_line(sssd: SssdServer, name: str) -> tuple[str, set[str]]:
 
 
 def test_nodes_see_accounts_groups_keys_and_sudo_and_then_the_lock(
-    make_site: Callable[..., Site], any_slapd: SlapdServer, start_sssd: Callable[..., SssdServer]
+    make_site: Callable[..., Site], any_directory: LdapServer, start_sssd: Callable[..., SssdServer]
 ) -> None:
-    site = make_site(any_slapd, admin_groups=["ops"])
+    site = make_site(any_directory, admin_groups=["ops"])
     key = ed25519_key("kim@laptop")
     site.add_user("kim", display_name="Kim Wéxler", ssh_public_keys=[key])
     site.add_user("saul", login_shell="/bin/zsh")

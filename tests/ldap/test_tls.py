@@ -4,19 +4,19 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from tests.ldap.site import Site
+from tests.ldap.site import LdapServer, Site
 from tests.support.slapd import SlapdServer
 
 
-def test_start_tls_with_the_site_ca(make_site: Callable[..., Site], slapd: SlapdServer) -> None:
-    site = make_site(slapd, start_tls=True, ca_file=str(slapd.ca_file))
+def test_start_tls_with_the_site_ca(make_site: Callable[..., Site], any_server: LdapServer) -> None:
+    site = make_site(any_server, start_tls=True, ca_file=str(any_server.ca_file))
     site.add_user("kim")
     site.converge()
     assert site.entry(site.user_dn("kim")) is not None
 
 
-def test_ldaps_with_the_site_ca(make_site: Callable[..., Site], slapd: SlapdServer) -> None:
-    site = make_site(slapd, url=slapd.ldaps_url, ca_file=str(slapd.ca_file))
+def test_ldaps_with_the_site_ca(make_site: Callable[..., Site], any_server: LdapServer) -> None:
+    site = make_site(any_server, url=any_server.ldaps_url, ca_file=str(any_server.ca_file))
     site.add_user("kim")
     site.converge()
     assert site.entry(site.user_dn("kim")) is not None

@@ -1,5 +1,6 @@
 """The real servers, one of each for the whole test session, shared by every test directory
-(registered as a pytest plugin by tests/conftest.py): slapd (one per directory schema), munge +
+(registered as a pytest plugin by tests/conftest.py): slapd (one per directory schema), 389 Directory
+Server (one, for both schemas), munge +
 MariaDB + slurmdbd, slurmctld + slurmd beside it (with an sssd reading an LDAP base of their own),
 etcd + kube-apiserver, a real single-node Kubernetes that runs pods (`kube_cluster`), and Keycloak,
 plus the helm and chromium binaries.
@@ -17,6 +18,7 @@ from typing import Protocol, TypeVar
 import pytest
 
 from tests.support.browser import BrowserUnavailable, find_chromium
+from tests.support.ds389 import Ds389Server, Ds389Unavailable
 from tests.support.helm import HelmUnavailable, find_helm
 from tests.support.keycloak import KeycloakServer, KeycloakUnavailable
 from tests.support.kubeapi import KubeApiServer, KubeApiUnavailable
@@ -67,6 +69,13 @@ def slapd_rfc2307bis() -> Iterator[SlapdServer]:
 @pytest.fixture(scope="session")
 def slapd_rfc2307() -> Iterator[SlapdServer]:
     yield from _running(lambda: _slapd("rfc2307"), SlapdUnavailable)
+
+
+@pytest.fixture(scope="session")
+def ds389() -> Iterator[Ds389Server]:
+    """389 Directory Server (~10 s to create, once); one instance serves both schema modes
+    (`ds389.in_mode("rfc2307")`)."""
+    yield from _running(lambda: Ds389Server().start(), Ds389Unavailable)
 
 
 @pytest.fixture(scope="session")

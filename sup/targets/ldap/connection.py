@@ -42,13 +42,15 @@ from sup.targets.ldap.model import ObservedEntry
 from sup.targets.ldap.settings import LdapSettings
 
 PAGED_RESULTS = "1.2.840.113556.1.4.319"
-# Not in an RFC but offered by AD and 389-ds (not by OpenLDAP 2.5): a modify that adds a value
-# already there, or deletes one that is not, succeeds instead of failing.
+# Not in an RFC but offered by AD (not by OpenLDAP 2.5, nor in 389 Directory Server 2.3's root DSE):
+# a modify that adds a value already there, or deletes one that is not, succeeds instead of failing.
 PERMISSIVE_MODIFY = "1.2.840.113556.1.4.1413"
 
 SEARCH_RESULT_ENTRY = 4  # protocolOp of a SearchResultEntry (RFC 4511 section 4.5.2)
 SUCCESS = 0
 LIMITS = frozenset({3, 4, 11})  # timeLimitExceeded, sizeLimitExceeded, adminLimitExceeded
+# 389 Directory Server applies its size limit to each page of a paged search: page_size counts too.
+LIMITS_HINT = " (check the size, look-through and time limits of the bind DN, and page_size against them)"
 NO_SUCH_ATTRIBUTE = 16
 ATTRIBUTE_OR_VALUE_EXISTS = 20
 NO_SUCH_OBJECT = 32
@@ -178,7 +180,7 @@ class LdapConnection:
                     str(result.get("description")),
                     str(result.get("message") or ""),
                 )
-                hint = " (check the size and time limits of the bind DN)" if outcome.code in LIMITS else ""
+                hint = LIMITS_HINT if outcome.code in LIMITS else ""
                 raise ObserveError(
                     f"reading {base} from {self.url} stopped after {len(entries)} entries: {outcome}; "
                     f"a partial read, so nothing is changed{hint}"
@@ -192,7 +194,29 @@ class LdapConnection:
                 entries.append(_entry(item))
             cookie = result.get("controls", {}).get(PAGED_RESULTS, {}).get("value", {}).get("cookie")
             if not cookie:
+                if missing_ok and not entries and not self._exists(base):
+                    return None
                 return entries
+
+    def _exists(self, base: str) -> bool:
+        """Whether `base` exists, by a search that is not paged: 389 Directory Server (2.3) answers a
+        paged search of a missing base with success and no entries, where OpenLDAP says
+        noSuchObject, so an empty paged answer alone cannot tell "missing" from "empty"."""
+        try:
+            message_id = self._conn.search(base, "(objectClass=*)", BASE, attributes=["1.1"])
+            _, result = self._conn.get_response(message_id, timeout=self.timeout)
+        except LDAPException as exc:
+            raise ObserveError(f"reading {base} from {self.url} failed: {_describe(exc)}") from None
+        self.searches += 1
+        code = result.get("result")
+        if code in (SUCCESS, NO_SUCH_OBJECT):
+            return bool(code == SUCCESS)
+        outcome = Outcome(
+            code if isinstance(code, int) else -1,
+            str(result.get("description")),
+            str(result.get("message") or ""),
+        )
+        raise ObserveError(f"reading {base} from {self.url} failed: {outcome}; nothing is changed")
 
     # --- writing -----------------------------------------------------------------------------------
 
@@ -230,7 +254,10 @@ class LdapConnection:
         ldap3 2.9's ASYNC close() closes the socket under a receiver thread that may still be
         reading it. Over TLS that thread can then read from whatever socket reuses the file
         descriptor (seen: it ate the answer to another connection's bind). So: send the unbind,
-        wait for the server to hang up (or hang up ourselves), join the thread, then close.
+        hang up (shutdown: the descriptor stays ours, the thread's read returns), join the thread,
+        then close. An unbind has no answer (RFC 4511 4.3), so nothing is lost by not waiting for
+        the server to hang up first: 389 Directory Server does that only on its next 250 ms wakeup,
+        which made every pass against it a quarter of a second longer.
         """
         conn = self._conn
         if conn.closed:
@@ -239,11 +266,10 @@ class LdapConnection:
         with contextlib.suppress(LDAPException, OSError):
             conn.send("unbindRequest", unbind_operation(), None)  # type: ignore[no-untyped-call]
         if receiver is not None:
-            receiver.join(timeout=1)
-            if receiver.is_alive() and conn.socket is not None:
+            if conn.socket is not None:
                 with contextlib.suppress(OSError):
                     conn.socket.shutdown(socket.SHUT_RDWR)
-                receiver.join(timeout=self.timeout)
+            receiver.join(timeout=self.timeout)
         with contextlib.suppress(LDAPException, OSError):
             conn.strategy.close()
 
