@@ -132,18 +132,24 @@ class OidcSettings(Section):
         return url_problem(url, self.allow_insecure_http, allow)
 
 
-def url_problem(url: str, allow_insecure_http: bool, how_to_allow: str) -> str | None:
-    """Why SUP will not send or read credentials at `url` (None: it will): whoever can change token
-    keys or introspection answers in transit can sign or vouch for tokens, so https only, plain http
-    only when the settings allow it (a test realm on loopback)."""
+TOKENS_AT_RISK = "tokens could be forged or vouched for in transit"
+
+
+def url_problem(
+    url: str,
+    allow_insecure_http: bool,
+    how_to_allow: str,
+    risk: str = TOKENS_AT_RISK,
+    where: str = "a test realm",
+) -> str | None:
+    """Why SUP will not exchange credentials or secrets with `url` (None: it will): https only, plain
+    http only when the settings allow it (`where` says for what: a test realm on loopback); `risk`
+    says what plain http would expose."""
     scheme = url.partition(":")[0].lower()
     if scheme == "https" or (scheme == "http" and allow_insecure_http):
         return None
     if scheme == "http":
-        return (
-            f"{url!r} is plain http, so tokens could be forged or vouched for in transit: use https, or set "
-            f"{how_to_allow} for a test realm"
-        )
+        return f"{url!r} is plain http, so {risk}: use https, or set {how_to_allow} for {where}"
     return f"{url!r} is not an https URL"
 
 

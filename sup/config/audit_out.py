@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import ConfigDict, Field, SecretStr, model_validator
 
 from sup.common.sections import Section
+from sup.config.api import url_problem
 
 
 class AuditFileSink(Section):
@@ -67,16 +68,13 @@ class AuditWebhookSink(Section):
     def url_problem(self, url: str) -> str | None:
         """Why SUP will not send the audit log to `url` (None: it will): https only, plain http
         only with allow_insecure_http."""
-        scheme = url.partition(":")[0].lower()
-        if scheme == "https" or (scheme == "http" and self.allow_insecure_http):
-            return None
-        if scheme == "http":
-            return (
-                f"{url!r} is plain http, so the audit entries and the token would travel in clear: use "
-                "https, or set audit_out.webhook.allow_insecure_http: true "
-                "(SUP_AUDIT_OUT__WEBHOOK__ALLOW_INSECURE_HTTP=true) for a collector on loopback"
-            )
-        return f"{url!r} is not an https URL"
+        return url_problem(
+            url,
+            self.allow_insecure_http,
+            "audit_out.webhook.allow_insecure_http: true (SUP_AUDIT_OUT__WEBHOOK__ALLOW_INSECURE_HTTP=true)",
+            risk="the audit entries and the token would travel in clear",
+            where="a collector on loopback",
+        )
 
 
 class AuditOutSettings(Section):

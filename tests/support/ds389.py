@@ -43,7 +43,6 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
-from typing import Any
 
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
@@ -61,6 +60,7 @@ from tests.support.slapd import (
     SERVICE_PASSWORD,
     SUFFIX,
     SUP_SCHEMAS,
+    ThrowawayDirectory,
 )
 
 ROOT_DN = "cn=Directory Manager"
@@ -146,7 +146,7 @@ def _ssha512(password: str) -> str:
 # --- the server -------------------------------------------------------------------------------------
 
 
-class Ds389Server:
+class Ds389Server(ThrowawayDirectory):
     def __init__(self, schema: str = "rfc2307bis", root: Path | None = None) -> None:
         self.schema = schema
         self.dscreate, self.binary = find_ns_slapd()
@@ -372,12 +372,6 @@ create_suffix_entry = False
                 if result["result"] != 0:
                     raise RuntimeError(f"cannot set the limits of {dn}: {result}")
 
-    @staticmethod
-    def _add(c: Connection, dn: str, classes: list[str], attributes: dict[str, Any]) -> None:
-        _, result, _, _ = c.add(dn, classes, attributes)
-        if result["result"] != 0:
-            raise RuntimeError(f"cannot add {dn}: {result}")
-
     def stop(self) -> None:
         if not self._owner:
             return
@@ -400,29 +394,10 @@ create_suffix_entry = False
             if str(self.config_dir).encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
                 os.kill(pid, signal.SIGKILL)
 
-    # --- helpers for tests (those of SlapdServer) -----------------------------------------------------
+    # --- helpers for tests (the rest: ThrowawayDirectory) -------------------------------------------------
 
     def admin(self) -> Connection:
         """A Directory Manager connection (SAFE_SYNC: calls return (ok, result, response, request))."""
         return Connection(
             Server(self.url, get_info=NONE), ROOT_DN, ROOT_PASSWORD, client_strategy=SAFE_SYNC, auto_bind=True
         )
-
-    def new_base(self, prefix: str = "t") -> str:
-        """A fresh, empty subtree for one test: `ou=<prefix><random>,dc=sup,dc=test`."""
-        name = f"{prefix}{uuid.uuid4().hex[:10]}"
-        dn = f"ou={name},{SUFFIX}"
-        with self.admin() as c:
-            self._add(c, dn, ["organizationalUnit"], {"ou": name})
-        return dn
-
-    def ldap_settings(self, base_dn: str, **extra: Any) -> dict[str, Any]:
-        """SUP's `ldap` settings section for a base made by new_base."""
-        return {
-            "url": self.url,
-            "bind_dn": SERVICE_DN,
-            "bind_password": SERVICE_PASSWORD,
-            "base_dn": base_dn,
-            "schema": self.schema,
-            **extra,
-        }

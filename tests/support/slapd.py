@@ -77,7 +77,44 @@ def _schema_files(schema: str) -> list[Path]:
     return files
 
 
-class SlapdServer:
+class ThrowawayDirectory:
+    """What the tests ask of a throwaway directory server, OpenLDAP's (below) or 389's (ds389.py):
+    the same suffix and accounts, a fresh subtree per test, SUP's settings for it."""
+
+    url: str
+    schema: str
+
+    def admin(self) -> Connection:
+        """A connection that bypasses the server's limits and ACIs (SAFE_SYNC)."""
+        raise NotImplementedError
+
+    @staticmethod
+    def _add(c: Connection, dn: str, classes: list[str], attributes: dict[str, Any]) -> None:
+        _, result, _, _ = c.add(dn, classes, attributes)
+        if result["result"] != 0:
+            raise RuntimeError(f"cannot add {dn}: {result}")
+
+    def new_base(self, prefix: str = "t") -> str:
+        """A fresh, empty subtree for one test: `ou=<prefix><random>,dc=sup,dc=test`."""
+        name = f"{prefix}{uuid.uuid4().hex[:10]}"
+        dn = f"ou={name},{SUFFIX}"
+        with self.admin() as c:
+            self._add(c, dn, ["organizationalUnit"], {"ou": name})
+        return dn
+
+    def ldap_settings(self, base_dn: str, **extra: Any) -> dict[str, Any]:
+        """SUP's `ldap` settings section for a base made by new_base."""
+        return {
+            "url": self.url,
+            "bind_dn": SERVICE_DN,
+            "bind_password": SERVICE_PASSWORD,
+            "base_dn": base_dn,
+            "schema": self.schema,
+            **extra,
+        }
+
+
+class SlapdServer(ThrowawayDirectory):
     def __init__(self, schema: str = "rfc2307bis", root: Path | None = None) -> None:
         self.schema = schema
         self.binary = find_slapd()
@@ -159,12 +196,6 @@ refint_attributes member
                 attributes = {"cn": cn, "userPassword": password}
                 self._add(c, dn, ["applicationProcess", "simpleSecurityObject"], attributes)
 
-    @staticmethod
-    def _add(c: Connection, dn: str, classes: list[str], attributes: dict[str, Any]) -> None:
-        _, result, _, _ = c.add(dn, classes, attributes)
-        if result["result"] != 0:
-            raise RuntimeError(f"cannot add {dn}: {result}")
-
     def stop(self) -> None:
         stop_process(self.process)
         if hasattr(self, "_log"):
@@ -185,22 +216,3 @@ refint_attributes member
     def admin(self) -> Connection:
         """A rootdn connection (SAFE_SYNC: calls return (ok, result, response, request))."""
         return Connection(Server(self.url), ROOT_DN, ROOT_PASSWORD, client_strategy=SAFE_SYNC, auto_bind=True)
-
-    def new_base(self, prefix: str = "t") -> str:
-        """A fresh, empty subtree for one test: `ou=<prefix><random>,dc=sup,dc=test`."""
-        name = f"{prefix}{uuid.uuid4().hex[:10]}"
-        dn = f"ou={name},{SUFFIX}"
-        with self.admin() as c:
-            self._add(c, dn, ["organizationalUnit"], {"ou": name})
-        return dn
-
-    def ldap_settings(self, base_dn: str, **extra: Any) -> dict[str, Any]:
-        """SUP's `ldap` settings section for a base made by new_base."""
-        return {
-            "url": self.url,
-            "bind_dn": SERVICE_DN,
-            "bind_password": SERVICE_PASSWORD,
-            "base_dn": base_dn,
-            "schema": self.schema,
-            **extra,
-        }
