@@ -149,6 +149,9 @@ class DesiredState:
     # The idle reporter's port in login pods (`gateway.idle_port`), set with `asleep` when pods may
     # sleep: the login container gets SUP_IDLE_PORT and the Service an `idle` port. None: neither.
     idle_port: int | None = None
+    # The CA public keys (OpenSSH lines) whose user certificates login pods' sshd takes (ssh_ca; the
+    # signing CA first). Set by the SSH CA's step (sup/ssh_ca/step.py); empty: plain keys only.
+    ssh_user_ca_keys: tuple[str, ...] = ()
 
     def active_usernames(self) -> frozenset[str]:
         return frozenset(name for name, user in self.users.items() if user.active)

@@ -25,6 +25,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from sup.config import Settings
 from sup.domain.desired import DesiredState
 from sup.logins.sleep import SLEEP_STEP
+from sup.ssh_ca.step import SSH_CA_STEP
 from sup.store.audit import Actor
 from sup.store.models import utcnow
 
@@ -52,7 +53,7 @@ class DesiredStep(Protocol):
         ...
 
 
-STEPS: tuple[DesiredStep, ...] = (SLEEP_STEP,)
+STEPS: tuple[DesiredStep, ...] = (SLEEP_STEP, SSH_CA_STEP)
 
 
 def prepare(

@@ -7,10 +7,12 @@ import os
 import subprocess
 import time
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
+from sup.domain import sshcerts
 from tests.images.login import GROUP_POD_CAPABILITIES, LoginPod, Person, make_key
 from tests.support.chroot import Identity, make_emptydir, run, start
 from tests.support.processes import stop_process
@@ -421,3 +423,69 @@ def test_missing_settings_stop_the_entrypoint_with_a_message(login_root: Path, t
         assert result.returncode == 64 and message in result.stderr, (env, result.stderr)
     munged = run(pod.chroot.command(["/usr/local/sbin/sup-munged"], identity=Identity(MUNGE_UID, MUNGE_UID)))
     assert munged.returncode == 64 and "/etc/munge-key/munge.key is missing" in munged.stderr
+
+
+def _certify(ca: Path, key: Path, principal: str, now: datetime | None = None) -> None:
+    """A certificate of SUP's CA for `key` (sup/domain/sshcerts.py signs as /api/v1/me/ssh-certificate
+    does), where ssh finds it: KEY-cert.pub."""
+    made = sshcerts.sign_user_certificate(
+        sshcerts.load_ca_key(ca.read_bytes()), Path(f"{key}.pub").read_text().strip(), principal=principal,
+        serial=1, key_id=f"sup:{principal}:1", now=now or datetime.now(UTC),
+        lifetime=timedelta(hours=1), extensions=["permit-pty"],
+    )  # fmt: skip
+    Path(f"{key}-cert.pub").write_text(made.line + "\n")
+
+
+def test_a_user_pod_takes_a_certificate_of_the_ca_in_its_configmap(
+    pod: LoginPod, alice_home: Path, tmp_path: Path
+) -> None:
+    """No key of alice's in the pod: a certificate of the CA SUP writes into the ConfigMap lets her
+    in; one for another principal, an expired one and one of another CA do not; without the CA file
+    (certificates turned off, read at each login) hers stops working."""
+    ca, other_ca = make_key(tmp_path, "ca"), make_key(tmp_path, "other-ca")
+    key = make_key(tmp_path, "alice")
+    pod.write_maps([ALICE], {})
+    pod.write("sup-ssh-ca.pub", Path(f"{ca}.pub").read_text())
+    pod.start_user(ALICE, alice_home)
+
+    _certify(ca, key, "alice")
+    result = pod.ssh(ALICE, key, "id -un")
+    assert result.returncode == 0 and result.stdout == "alice\n", result.stderr
+    for principal, signer, now in (
+        ("bob", ca, datetime.now(UTC)),
+        ("alice", ca, datetime.now(UTC) - timedelta(hours=3)),
+        ("alice", other_ca, datetime.now(UTC)),
+    ):
+        _certify(signer, key, principal, now=now)
+        assert pod.ssh(ALICE, key, "true").returncode == 255, (principal, signer, now)
+    _certify(ca, key, "alice")
+    (pod.config / "sup-ssh-ca.pub").unlink()
+    assert pod.ssh(ALICE, key, "true").returncode == 255
+
+
+def test_a_group_pod_takes_each_members_certificate_for_them_only(pod: LoginPod, tmp_path: Path) -> None:
+    """Members log in with certificates as themselves (their principals file is published with their
+    home, like keys), never as another member; someone outside the group is refused; a member who
+    leaves the pod's passwd is refused at once."""
+    ca = make_key(tmp_path, "ca")
+    keys = {person.name: make_key(tmp_path, person.name) for person in (ALICE, BOB, CAROL)}
+    for person in (ALICE, BOB, CAROL):
+        _certify(ca, keys[person.name], person.name)
+    pod.write_maps([ALICE, BOB, CAROL], {LAB[0]: (LAB[1], [ALICE, BOB])})
+    pod.write("sup-ssh-ca.pub", Path(f"{ca}.pub").read_text())
+    homes = make_emptydir(tmp_path / "homes")
+    pod.start_group(*LAB, homes)
+
+    def lets_in(person: Person) -> Callable[[], bool]:
+        return lambda: pod.ssh(person, keys[person.name], "true").returncode == 0
+
+    for person in (ALICE, BOB):
+        _wait_for(lets_in(person), f"{person.name} let in")  # once their home is theirs
+        result = pod.ssh(person, keys[person.name], "id -un; touch ~/mine && echo ok")
+        assert result.stdout.splitlines() == [person.name, "ok"], result.stderr
+    assert pod.ssh(CAROL, keys["carol"], "true").returncode == 255  # not in the group
+    assert pod.ssh(BOB, keys["alice"], "true").returncode == 255  # alice's certificate names alice only
+
+    pod.write_maps([ALICE], {LAB[0]: (LAB[1], [ALICE])})  # bob removed from the group (SUP's next pass)
+    _wait_for(lambda: pod.ssh(BOB, keys["bob"], "true").returncode == 255, "bob refused")
+    assert pod.ssh(ALICE, keys["alice"], "true").returncode == 0

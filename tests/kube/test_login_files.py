@@ -178,6 +178,30 @@ def test_a_key_change_updates_the_configmap_and_nothing_else() -> None:
     }
 
 
+CA = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIC sup-ssh-ca"
+OLD_CA = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAID the-previous-ca"
+
+
+def test_the_ssh_cas_reach_every_login_pods_configmap_and_a_rotation_updates_only_them() -> None:
+    """With ssh_ca on, each login pod's ConfigMap carries the CA keys sshd trusts (sup-ssh-ca.pub;
+    the login image's sup-login hands it to sshd); without, no such file."""
+    kim, saul = user("kim", 10000), user("saul", 10001)
+    plain = state(kim, saul, groups=(group("physics", 50000, "kim", "saul"),))
+    assert "sup-ssh-ca.pub" not in Directory(plain).files([kim]).data
+    trusting = replace(plain, ssh_user_ca_keys=(CA,))
+    for people in ([kim], [kim, saul]):  # a user's pod, a group's pod
+        assert Directory(trusting).files(people).data["sup-ssh-ca.pub"] == f"{CA}\n"
+    observed = applied(diff(trusting, Observed()))
+    assert diff(trusting, observed) == []  # a second pass writes nothing
+    rotated = replace(trusting, ssh_user_ca_keys=(CA, OLD_CA))
+    changes = diff(rotated, observed)
+    assert brief(changes) == [
+        ("update", "login_config", "login-kim"),
+        ("update", "login_config", "login-saul"),
+    ]
+    assert changes[0].details_json()["data.sup-ssh-ca.pub"] == {"old": f"{CA}\n", "new": f"{CA}\n{OLD_CA}\n"}
+
+
 def test_the_workload_mounts_the_configmap_read_only_and_needs_it() -> None:
     (workload,) = [c for c in diff(state(user("kim")), Observed()) if c.kind == "workload"]
     pod = workload.details_json()["manifest"]["spec"]["template"]["spec"]

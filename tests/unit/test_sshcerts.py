@@ -18,11 +18,16 @@ from cryptography.hazmat.primitives.serialization import (
     load_ssh_public_identity,
 )
 
+from sup.config import Settings
 from sup.config.ssh_ca import SshCaSettings
 from sup.domain import sshcerts
+from sup.domain.desired import DesiredState
 from sup.errors import ConfigurationError
+from sup.reconcile.steps import STEPS
 from sup.ssh_ca.service import SshCa
+from sup.ssh_ca.step import SSH_CA_STEP
 from tests.support.keys import ed25519_key
+from tests.support.sshd import keygen
 
 NOW = datetime(2026, 11, 27, 12, 0, tzinfo=UTC)
 
@@ -116,3 +121,18 @@ def test_an_unusable_ca_key_file_is_a_configuration_error_naming_the_setting(tmp
     with pytest.raises(ConfigurationError, match="unencrypted OpenSSH private key") as refused:
         SshCa(SshCaSettings(key_file=str(public_only)))
     assert "AAAA" not in str(refused.value)
+
+
+def test_the_planner_step_hands_the_trusted_cas_to_the_login_pods(tmp_path: Path) -> None:
+    """The SSH CA's step (sup/ssh_ca/step.py, registered in sup/reconcile/steps.py) puts the CA keys
+    to trust, the signing one first, into the desired state the Kubernetes target renders; it runs
+    only with ssh_ca on and the Kubernetes target in the pass."""
+    keygen(tmp_path / "ca", "sup-ca")
+    old = ed25519_key("the previous ca")
+    settings = Settings(ssh_ca={"key_file": str(tmp_path / "ca"), "also_trusted": [old]})
+    assert SSH_CA_STEP in STEPS
+    assert SSH_CA_STEP.runs(settings, ["kube"]) and not SSH_CA_STEP.runs(settings, ["ldap", "slurm"])
+    assert not SSH_CA_STEP.runs(Settings(), ["kube"])
+    adjusted = SSH_CA_STEP.adjust(None, settings, DesiredState())  # type: ignore[arg-type]  # reads no store
+    signing = (tmp_path / "ca.pub").read_text().split()[:2]
+    assert [line.split()[:2] for line in adjusted.ssh_user_ca_keys] == [signing, old.split()[:2]]

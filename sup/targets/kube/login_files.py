@@ -7,7 +7,9 @@ A login pod mounts a ConfigMap of SUP's, named like its StatefulSet, read-only a
   private group) and every group of SUP's they are a member of, sorted by name; a line lists only
   the members who are in `passwd` (nobody else is known to the pod);
 - `USERNAME.keys` per person: their SSH public keys, one authorized_keys line each, sorted and
-  without duplicates (as the LDAP target writes `sshPublicKey`).
+  without duplicates (as the LDAP target writes `sshPublicKey`);
+- `sup-ssh-ca.pub`, when SUP signs SSH certificates (ssh_ca): the CA public keys sshd trusts
+  (TrustedUserCAKeys; a certificate is taken for the account its principal names).
 
 The login image links /etc/passwd.cache and /etc/group.cache to the first two and reads them with
 libnss-cache (`passwd: files cache`), so `id`, `ls -l` and Slurm's commands resolve SUP's names
@@ -44,6 +46,9 @@ from sup.domain.sshkeys import printable
 PASSWD = "passwd"  # noqa: S105 - the file name, not a password
 GROUP = "group"
 KEYS_SUFFIX = ".keys"
+# The CA public keys whose certificates sshd takes (TrustedUserCAKeys), when SUP signs certificates:
+# not a `.keys` name, so no username can clash with it.
+TRUSTED_CA_KEYS = "sup-ssh-ca.pub"
 # A ConfigMap holds at most 1 MiB (data and metadata); leave room for the metadata.
 MAX_BYTES = 1_000_000
 
@@ -135,6 +140,7 @@ class Directory:
 
     def __init__(self, desired: DesiredState) -> None:
         self.users: Mapping[str, DesiredUser] = desired.users
+        self.trusted_ca_keys = "".join(f"{line}\n" for line in desired.ssh_user_ca_keys)
         self._by_member: dict[str, list[DesiredGroup]] = {}
         self._by_gid: dict[int, list[DesiredGroup]] = {}
         for name in sorted(desired.groups):
@@ -183,6 +189,8 @@ class Directory:
             f"{group_line(groups[name], groups[name].members & set(admitted))}\n" for name in sorted(groups)
         )
         data = {PASSWD: passwd, GROUP: group_text}
+        if self.trusted_ca_keys:
+            data[TRUSTED_CA_KEYS] = self.trusted_ca_keys
         left_out: dict[str, str] = {}
         for name in sorted(admitted):
             data[keys_file(name)], dropped = authorized_keys(admitted[name])
