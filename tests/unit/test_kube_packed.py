@@ -9,8 +9,17 @@ from typing import Any
 
 import pytest
 
+from sup.targets.kube import packed as packing
 from sup.targets.kube.model import ObservedObject
 from sup.targets.kube.packed import PackedBody
+
+
+@pytest.fixture(autouse=True)
+def fresh_sharing_table(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test starts with the process's table of shared values empty, as a new `sup serve` does:
+    it is bounded (SHARED_MAX) and global, so earlier tests in the same run (the Kubernetes suites)
+    may have filled it, and a full table shares nothing new."""
+    monkeypatch.setattr(packing, "_shared", {})
 
 
 def statefulset(n: int) -> dict[str, Any]:
