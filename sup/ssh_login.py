@@ -37,6 +37,12 @@ from typing import Any, TextIO
 
 DEVICE_GRANT = "urn:ietf:params:oauth:grant-type:device_code"
 HOST_ALIAS = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+GATEWAY = re.compile(
+    r"^(?:(?P<name>[A-Za-z0-9][A-Za-z0-9.-]*)|\[(?P<v6>[0-9A-Fa-f:.]+)\])(?::(?P<port>[0-9]{1,5}))?$"
+)
+"""What SUP may name as its gateway: a host name, an IPv4 address or a bracketed IPv6 address, and
+an optional port. Anything else would be written into the ssh config as more than a name."""
+USERNAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]*$")
 
 
 class LoginFailed(Exception):
@@ -174,18 +180,40 @@ def request_certificate(sup_url: str, token: str, public_key: str) -> dict[str, 
     return dict(answer)
 
 
+def gateway_address(gateway: str) -> tuple[str, int | None]:
+    """SUP's `gateway.public_host` as (host, port): `login.example.org`, `login.example.org:2222`,
+    `[2001:db8::1]:2222`. Refused when it is not plainly that (it goes into the ssh config)."""
+    found = GATEWAY.match(gateway)
+    port = int(found["port"]) if found and found["port"] else None
+    if found is None or (port is not None and not 0 < port < 65536):
+        raise LoginFailed(f"SUP names a gateway that is not a host[:port]: {gateway[:80]!r}")
+    return found["name"] or found["v6"], port
+
+
 def config_block(alias: str, username: str, gateway: str, key: Path, certificate: Path) -> str:
-    """The ssh config block: `ssh ALIAS` is a shell in your login pod, through the gateway."""
+    """The ssh config block: `ssh ALIAS` is a shell in your login pod, through the gateway.
+
+    The gateway has its own entry (ALIAS-gateway) with the same key and certificate: ssh jumps with
+    a second ssh that reads this config, and without the entry it would offer only the default keys
+    (so a --key elsewhere would fail at the gateway)."""
+    host, port = gateway_address(gateway)
+    if not USERNAME.match(username):
+        raise LoginFailed(f"SUP signed a principal that is not a username: {username[:80]!r}")
+    identity = (
+        f"    User {username}\n"
+        f"    IdentityFile {key}\n"
+        f"    CertificateFile {certificate}\n"
+        "    IdentitiesOnly yes\n"
+    )
     return (
         f"# BEGIN sup {alias} (written by sup-ssh-login; replaced when it runs again)\n"
         f"Host {alias}\n"
         "    HostName login\n"
-        f"    User {username}\n"
-        f"    ProxyJump {username}@{gateway}\n"
+        f"    ProxyJump {alias}-gateway\n"
         f"    HostKeyAlias {alias}-login\n"
-        f"    IdentityFile {key}\n"
-        f"    CertificateFile {certificate}\n"
-        "    IdentitiesOnly yes\n"
+        f"{identity}"
+        f"Host {alias}-gateway\n"
+        f"    HostName {host}\n" + (f"    Port {port}\n" if port is not None else "") + f"{identity}"
         f"# END sup {alias}\n"
     )
 
@@ -225,6 +253,7 @@ def login(
     gateway = ca["login"].get("gateway_host")
     if not gateway:
         raise LoginFailed(f"{sup_url} names no SSH gateway (gateway.public_host)")
+    gateway_address(str(gateway))  # refused before the person signs in, not after
     token = device_login(
         ca["login"]["issuer"], ca["login"]["client_id"], out, open_browser=open_browser, sleep=sleep
     )

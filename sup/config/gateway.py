@@ -7,10 +7,16 @@ Absent (the default): there is no gateway and login pods never sleep, everything
 
 from __future__ import annotations
 
+import re
+
 from pydantic import Field, field_validator, model_validator
 
 from sup.common.sections import Section
 from sup.config.api import RateLimit
+
+PUBLIC_HOST = re.compile(r"^(?:[A-Za-z0-9][A-Za-z0-9.-]*|\[[0-9A-Fa-f:.]+\])(?::[0-9]{1,5})?$")
+"""host[:port] as ssh's ProxyJump takes it; `sup ssh login` (sup/ssh_login.py) checks the same shape
+before it writes the value into a person's ssh config."""
 
 
 class GatewaySettings(Section):
@@ -177,8 +183,9 @@ class GatewaySettings(Section):
     )
     public_host: str | None = Field(
         None,
-        description="the gateway's address as people type it, for the help text",
-        examples=["login.cluster.example"],
+        description="the gateway's address as people type it, `host` or `host:port` (`[v6]:port`): the "
+        "help text, and the ssh config `sup ssh login` writes",
+        examples=["login.cluster.example", "login.cluster.example:2222"],
     )
     metrics_port: int | None = Field(
         9102,
@@ -202,6 +209,18 @@ class GatewaySettings(Section):
             raise ValueError(
                 f"pod_address may use {{service}}, {{namespace}}, {{name}}, {{kind}} only: {exc}"
             ) from None
+        return value
+
+    @field_validator("public_host")
+    @classmethod
+    def _host_and_port(cls, value: str | None) -> str | None:
+        """It is written into people's ssh config: a name and a port, nothing more."""
+        if value is None:
+            return None
+        found = PUBLIC_HOST.match(value)
+        port = int(value.rsplit(":", 1)[1]) if found and value.rsplit("]", 1)[-1].count(":") == 1 else None
+        if found is None or (port is not None and not 0 < port < 65536):
+            raise ValueError(f"public_host must be host or host:port ([v6]:port), not {value!r}")
         return value
 
     @model_validator(mode="after")
