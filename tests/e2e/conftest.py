@@ -11,11 +11,13 @@ from typing import Any
 import pytest
 
 from sup.store import migrate
-from tests.e2e.login_site import LoginSite, slurm_objects, slurm_pod_settings
+from tests.e2e.login_site import LoginSite, admit_host_to_idle_reporters, slurm_objects, slurm_pod_settings
 from tests.e2e.stack import Stack
+from tests.support.gateway_runner import RunningGateway, write_host_key
 from tests.support.images import LOGIN_IMAGE, ImagesUnavailable, build_images
 from tests.support.kubeapi import KubeApiServer
 from tests.support.kubenode import KubeCluster
+from tests.support.ports import free_port
 from tests.support.slapd import SlapdServer
 from tests.support.slurmctld import JobCluster
 from tests.support.slurmdbd import SlurmdbdServer
@@ -156,3 +158,57 @@ def make_login_site(
         return LoginSite(stack, kube_cluster, tmp_path)
 
     return make
+
+
+GatewaySite = tuple[LoginSite, RunningGateway]
+
+
+@pytest.fixture
+def make_gateway_site(
+    make_login_site: Callable[..., LoginSite], kube_cluster: KubeCluster, tmp_path: Path
+) -> Iterator[Callable[..., GatewaySite]]:
+    """Factory: make_gateway_site(pod_security=..., gateway={...}, idle_seconds=1,
+    heartbeat_seconds=1, settings={...}, **kube) -> (a started login site whose SUP sleeps idle pods,
+    the gateway in this process in front of it, both with those idle and heartbeat seconds).
+    `settings`: more of SUP's top-level sections (e.g. `oidc`, `ssh_ca`). The gateway's port is
+    chosen first, so SUP's `gateway.public_host` (127.0.0.1:PORT) is where it listens."""
+    gateways: list[RunningGateway] = []
+
+    def make(
+        pod_security: str = "restricted",
+        gateway: dict[str, Any] | None = None,
+        idle_seconds: int = 1,
+        heartbeat_seconds: float = 1,
+        settings: dict[str, Any] | None = None,
+        **kube: Any,
+    ) -> GatewaySite:
+        site = make_login_site(pod_security=pod_security, **kube)
+        port = free_port()
+        site.stack.config["gateway"] = {
+            "idle_seconds": idle_seconds,
+            "heartbeat_seconds": heartbeat_seconds,
+            "wake_timeout_seconds": 150,
+            "public_host": f"127.0.0.1:{port}",
+        }
+        site.stack.config.update(settings or {})
+        site.start(host="0.0.0.0")
+        assert site.server is not None
+        # The chart's gateway NetworkPolicy admits the gateway's pods to sshd and the idle reporter;
+        # here the gateway runs on the host, whose address kube.ssh_sources admits to sshd only.
+        admit_host_to_idle_reporters(site.cluster, site.namespace, "test-gateway")
+        token = site.stack.token("gateway")["Authorization"].removeprefix("Bearer ")
+        running = RunningGateway(
+            site.server.url,
+            write_host_key(tmp_path / f"gateway_host_key-{len(gateways)}"),
+            token=token,
+            address=None,  # its own: gateway.pod_address, {service}.{namespace}.svc at the route's port
+            resolve=site.cluster.resolve,  # looked up in the cluster's DNS at each attempt, as in a pod
+            port=port,
+            **{"wake_timeout_seconds": 150, "heartbeat_seconds": heartbeat_seconds, **(gateway or {})},
+        )
+        gateways.append(running)
+        return site, running
+
+    yield make
+    for running in gateways:
+        running.stop()

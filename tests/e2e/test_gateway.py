@@ -15,60 +15,11 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
-
-import pytest
 
 from sup.gateway import PodRoute
-from tests.e2e.login_site import SSH_FAILED, LoginSite, Through, admit_host_to_idle_reporters, new_person
+from tests.e2e.conftest import GatewaySite
+from tests.e2e.login_site import SSH_FAILED, LoginSite, Through, new_person
 from tests.support.gateway_runner import RunningGateway, write_host_key
-from tests.support.kubenode import KubeCluster
-
-GatewaySite = tuple[LoginSite, RunningGateway]
-
-
-@pytest.fixture
-def make_gateway_site(
-    make_login_site: Callable[..., LoginSite], kube_cluster: KubeCluster, tmp_path: Path
-) -> Iterator[Callable[..., GatewaySite]]:
-    """Factory: make_gateway_site(pod_security=..., gateway={...}, idle_seconds=1,
-    heartbeat_seconds=1, **kube) -> (a started login site whose SUP sleeps idle pods, the gateway in
-    this process in front of it, both with those idle and heartbeat seconds)."""
-    gateways: list[RunningGateway] = []
-
-    def make(
-        pod_security: str = "restricted",
-        gateway: dict[str, Any] | None = None,
-        idle_seconds: int = 1,
-        heartbeat_seconds: float = 1,
-        **kube: Any,
-    ) -> GatewaySite:
-        site = make_login_site(pod_security=pod_security, **kube)
-        site.stack.config["gateway"] = {
-            "idle_seconds": idle_seconds,
-            "heartbeat_seconds": heartbeat_seconds,
-            "wake_timeout_seconds": 150,
-        }
-        site.start(host="0.0.0.0")
-        assert site.server is not None
-        # The chart's gateway NetworkPolicy admits the gateway's pods to sshd and the idle reporter;
-        # here the gateway runs on the host, whose address kube.ssh_sources admits to sshd only.
-        admit_host_to_idle_reporters(site.cluster, site.namespace, "test-gateway")
-        token = site.stack.token("gateway")["Authorization"].removeprefix("Bearer ")
-        running = RunningGateway(
-            site.server.url,
-            write_host_key(tmp_path / f"gateway_host_key-{len(gateways)}"),
-            token=token,
-            address=None,  # its own: gateway.pod_address, {service}.{namespace}.svc at the route's port
-            resolve=site.cluster.resolve,  # looked up in the cluster's DNS at each attempt, as in a pod
-            **{"wake_timeout_seconds": 150, "heartbeat_seconds": heartbeat_seconds, **(gateway or {})},
-        )
-        gateways.append(running)
-        return site, running
-
-    yield make
-    for running in gateways:
-        running.stop()
 
 
 def test_through_the_gateway_to_their_own_pod_then_asleep_and_woken_with_the_home_kept(

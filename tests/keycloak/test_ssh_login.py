@@ -4,7 +4,6 @@ brings home lets OpenSSH's client into a real sshd that trusts SUP's CA."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -21,9 +20,9 @@ from tests.support.cli import run_sup, sup_env
 from tests.support.keycloak import Realm
 from tests.support.ports import free_port
 from tests.support.server import SupServer
+from tests.support.ssh_login_client import CLIENT, sign_in
 from tests.support.sshd import StandInPod, keygen
 
-CLIENT = Path(__file__).resolve().parents[2] / "sup" / "ssh_login.py"
 GATEWAY = "gw.example.test"
 
 
@@ -59,28 +58,7 @@ def site(realm: Realm, tmp_path: Path) -> Iterator[tuple[SupServer, Path]]:
 
 
 def _login(server: SupServer, realm: Realm, home: Path) -> subprocess.CompletedProcess[str]:
-    """The client as a researcher runs it (its own file, the system's python), approved in a
-    "browser" as soon as it prints the link."""
-    process = subprocess.Popen(
-        [sys.executable, str(CLIENT), server.url, "--key", str(home / ".ssh" / "id_ed25519"),
-         "--ssh-config", str(home / ".ssh" / "config"), "--no-browser"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "HOME": str(home)},
-    )  # fmt: skip
-    try:
-        assert process.stdout is not None
-        first = process.stdout.readline()
-        assert first.startswith("To sign in, open "), first + (
-            process.stderr.read() if process.stderr else ""
-        )
-        link = first.removeprefix("To sign in, open ").strip()
-        page = realm.approve_device(link, "kim", "pw-kim")
-        assert "Device Login Successful" in page, page[-1500:]
-        out, err = process.communicate(timeout=60)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.communicate()
-    return subprocess.CompletedProcess(process.args, process.returncode, first + out, err)
+    return sign_in(server.url, realm, home, "kim", "pw-kim").done
 
 
 def test_sup_ssh_login_brings_home_a_certificate_sshd_takes(
@@ -104,13 +82,18 @@ def test_sup_ssh_login_brings_home_a_certificate_sshd_takes(
     assert shown.stdout.split("Principals:")[1].split()[0] == "kim"
 
     # `ssh cluster` resolves to the pod through the gateway, with the key and its certificate.
-    resolved = subprocess.run(
-        ["ssh", "-F", str(config), "-G", "cluster"], capture_output=True, text=True, check=True
-    )
-    options = dict(line.split(" ", 1) for line in resolved.stdout.splitlines() if " " in line)
+    def resolved(host: str) -> dict[str, str]:
+        shown = subprocess.run(
+            ["ssh", "-F", str(config), "-G", host], capture_output=True, text=True, check=True
+        )
+        return dict(line.split(" ", 1) for line in shown.stdout.splitlines() if " " in line)
+
+    options = resolved("cluster")
     assert options["hostname"] == "login" and options["user"] == "kim"
-    assert options["proxyjump"] == f"kim@{GATEWAY}"
+    assert options["proxyjump"] == "cluster-gateway"
     assert options["certificatefile"] == str(certificate)
+    jump = resolved("cluster-gateway")
+    assert (jump["hostname"], jump["user"], jump["certificatefile"]) == (GATEWAY, "kim", str(certificate))
     assert config.read_text().startswith("Host other\n    HostName other.example\n")
 
     # The certificate opens a pod whose sshd trusts SUP's CA (the stand-in logs in as root; its

@@ -65,6 +65,7 @@ class RunningGateway:
         token: str = TOKEN,
         address: Callable[[PodRoute], tuple[str, int]] | None = loopback,
         resolve: Callable[[str], list[str]] | None = None,
+        port: int = 0,
         **settings: Any,
     ) -> None:
         """`token`: SUP's gateway token (the stand-in's by default); `address`: where a route's pod
@@ -72,7 +73,8 @@ class RunningGateway:
         `gateway.pod_address` with the route's port). `resolve`: how the gateway's loop resolves
         names ending in `.svc` (the host does not use the cluster's DNS: e.g.
         `KubeCluster.resolve`), so that the gateway looks a pod's name up at each connection
-        attempt, as in a pod; other names as the host resolves them."""
+        attempt, as in a pod; other names as the host resolves them. `port`: where it listens on
+        127.0.0.1 (0: a free one, in `self.port`)."""
         self.settings = GatewaySettings(**{"heartbeat_seconds": 1, "metrics_port": None, **settings})
         self._loop = asyncio.new_event_loop()
         if resolve is not None:
@@ -90,7 +92,7 @@ class RunningGateway:
         self.api.heartbeat = recorded  # type: ignore[method-assign]
         key = asyncssh.read_private_key(str(host_key))
         self.gateway: Gateway = self.call(lambda: Gateway(self.settings, self.api, key, address=address))
-        self.port: int = self._run(self.gateway.start("127.0.0.1", 0))
+        self.port: int = self._run(self.gateway.start("127.0.0.1", port))
 
     def _run(self, coroutine: Any) -> Any:
         future: Future[Any] = asyncio.run_coroutine_threadsafe(coroutine, self._loop)
