@@ -80,3 +80,9 @@ class SshCaSettings(Section):
     @classmethod
     def _no_repeats(cls, value: list[Extension]) -> list[Extension]:
         return sorted(set(value))
+
+
+def plain_keys_taken(ca: SshCaSettings | None) -> bool:
+    """Whether the gateway and the login pods take people's uploaded public keys: always without a
+    CA (they are the only way in then), else as `ssh_ca.plain_keys` says."""
+    return ca is None or ca.plain_keys
