@@ -57,8 +57,9 @@ class SshCaSettings(Section):
     )
     plain_keys: bool = Field(
         True,
-        description="false: the gateway takes certificates only, not the public keys people uploaded "
-        "(the login pods still read those: docs/ssh-certificates.md)",
+        description="false: certificates only, at the gateway and in the login pods (users' and "
+        "groups'): neither takes the public keys people uploaded, which still go to LDAP "
+        '(docs/ssh-certificates.md, "Certificates only")',
     )
     extensions: list[Extension] = Field(
         default_factory=_default_extensions,
