@@ -57,8 +57,9 @@ class SshCaSettings(Section):
     )
     plain_keys: bool = Field(
         True,
-        description="false: the gateway takes certificates only, not the public keys people uploaded "
-        "(the login pods still read those: docs/ssh-certificates.md)",
+        description="false: certificates only, at the gateway and in the login pods (users' and "
+        "groups'): neither takes the public keys people uploaded, which still go to LDAP "
+        '(docs/ssh-certificates.md, "Certificates only")',
     )
     extensions: list[Extension] = Field(
         default_factory=_default_extensions,
@@ -80,3 +81,9 @@ class SshCaSettings(Section):
     @classmethod
     def _no_repeats(cls, value: list[Extension]) -> list[Extension]:
         return sorted(set(value))
+
+
+def plain_keys_taken(ca: SshCaSettings | None) -> bool:
+    """Whether the gateway and the login pods take people's uploaded public keys: always without a
+    CA (they are the only way in then), else as `ssh_ca.plain_keys` says."""
+    return ca is None or ca.plain_keys

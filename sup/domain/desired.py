@@ -5,7 +5,13 @@ The rules that are the same for every target live here:
 - who is provisioned (every user, or only members of `access.groups`);
 - what a deactivated user looks like (locked: no SSH keys, the nologin shell, no memberships, no
   Slurm associations), so that "suspended" means the same thing in LDAP, Slurm and Kubernetes;
-- group and account membership counts only active, provisioned users.
+- group and account membership counts only active, provisioned users;
+- whether login pods take the plain public keys people uploaded, or only certificates of SUP's CA
+  (`ssh_ca.plain_keys`): a site-wide rule of who gets in, not a Kubernetes detail, so it is decided
+  here and the Kubernetes target only renders it. It governs the ways in that SUP runs (the gateway,
+  the login pods), not LDAP's `sshPublicKey`: the directory is read by the site's own machines
+  (sss_ssh_authorizedkeys on compute nodes), whose sshd decides whether it takes plain keys
+  (docs/ssh-certificates.md, "Certificates only").
 """
 
 from __future__ import annotations
@@ -76,6 +82,8 @@ class Policy:
 
     nologin_shell: str = "/usr/sbin/nologin"
     access_groups: frozenset[str] = frozenset()
+    # False: login pods take certificates of SUP's CA only (ssh_ca set, `ssh_ca.plain_keys: false`).
+    plain_keys_in_login_pods: bool = True
 
 
 @dataclass(frozen=True)
@@ -152,6 +160,10 @@ class DesiredState:
     # The CA public keys (OpenSSH lines) whose user certificates login pods' sshd takes (ssh_ca; the
     # signing CA first). Set by the SSH CA's step (sup/ssh_ca/step.py); empty: plain keys only.
     ssh_user_ca_keys: tuple[str, ...] = ()
+    # Whether login pods take people's plain public keys (`ssh_public_keys`). False (derived from
+    # `ssh_ca.plain_keys: false`): no keys file in any login pod, so their sshd takes certificates
+    # only; the CA keys above and the principals still reach them. Other targets ignore it.
+    plain_keys_in_login_pods: bool = True
 
     def active_usernames(self) -> frozenset[str]:
         return frozenset(name for name, user in self.users.items() if user.active)
@@ -220,4 +232,9 @@ def derive(snapshot: StoreSnapshot, policy: Policy) -> DesiredState:
             members=members_of(a.group),
             coordinators=members_of(a.coordinators),
         )
-    return DesiredState(users=users, groups=groups, accounts=accounts)
+    return DesiredState(
+        users=users,
+        groups=groups,
+        accounts=accounts,
+        plain_keys_in_login_pods=policy.plain_keys_in_login_pods,
+    )

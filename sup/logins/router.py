@@ -12,6 +12,7 @@ from pydantic import AwareDatetime, BaseModel, Field
 from sup.api import API_PREFIX
 from sup.api.context import ApiContext, Viewer, requires
 from sup.common.schemas import Body
+from sup.config.ssh_ca import plain_keys_taken
 from sup.domain.login_pods import Refusal, RefusalReason, Route
 from sup.domain.roles import Role
 from sup.logins import service, wake_state
@@ -69,7 +70,7 @@ def get_routes(ctx: GatewayToken, request: Request, username: str) -> Any:
     if isinstance(found, Refusal):
         return JSONResponse({"detail": "no route", "reason": found.reason.value}, status_code=404)
     ca: SshCa | None = getattr(request.app.state, "ssh_ca", None)
-    plain_keys = ca is None or ca.settings.plain_keys
+    plain_keys = plain_keys_taken(ca.settings if ca is not None else None)
     return RoutesOut(
         username=found.username,
         fingerprints=found.fingerprints if plain_keys else [],

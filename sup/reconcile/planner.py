@@ -21,6 +21,7 @@ from sqlalchemy import Connection, Engine, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from sup.config import Settings
+from sup.config.ssh_ca import plain_keys_taken
 from sup.config.targets import target_context
 from sup.domain.desired import DesiredState, Policy, derive
 from sup.domain.guards import Spent, budget_refusal, mass_change
@@ -95,7 +96,9 @@ class Pass:
 
 def policy_of(settings: Settings) -> Policy:
     return Policy(
-        nologin_shell=settings.accounts.nologin_shell, access_groups=frozenset(settings.access.groups)
+        nologin_shell=settings.accounts.nologin_shell,
+        access_groups=frozenset(settings.access.groups),
+        plain_keys_in_login_pods=plain_keys_taken(settings.ssh_ca),
     )
 
 

@@ -3,7 +3,11 @@ the desired state (`ssh_user_ca_keys`), which the Kubernetes target renders into
 ConfigMap (`sup-ssh-ca.pub`, sup/targets/kube/login_files.py); the login image's entrypoint hands
 the file to sshd as TrustedUserCAKeys. A rotation (`ssh_ca.also_trusted`) reaches every pod as a
 ConfigMap change, without a restart. The key is read every pass: a replaced Secret is picked up
-without restarting SUP."""
+without restarting SUP.
+
+Whether the pods also take people's uploaded keys (`ssh_ca.plain_keys`) is not this step's: it needs
+no file and no store, only the settings, so the derivation's policy carries it (sup/domain/desired.py,
+`plain_keys_in_login_pods`), for every pass, whichever steps run."""
 
 from __future__ import annotations
 

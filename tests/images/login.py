@@ -71,6 +71,14 @@ class LoginPod:
             lines.append(f"{name}:x:{gid}:{','.join(m.name for m in members)}\n")
         self.write("group", "".join(lines))
 
+    def write_all(self, data: dict[str, str]) -> None:
+        """The whole ConfigMap, as the kubelet swaps in a new version: these files, and no other."""
+        for name, text in data.items():
+            self.write(name, text)
+        for path in self.config.iterdir():
+            if not path.name.startswith(".") and path.name not in data:
+                path.unlink()
+
     def authorize(self, person: Person, *keys: Path) -> None:
         self.write(f"{person.name}.keys", "".join(Path(f"{key}.pub").read_text() for key in keys))
 

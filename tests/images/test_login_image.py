@@ -7,12 +7,18 @@ import os
 import subprocess
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
+from sup.config import Settings
 from sup.domain import sshcerts
+from sup.domain.desired import StoredGroup, StoredUser, StoreSnapshot, derive
+from sup.reconcile.planner import policy_of
+from sup.ssh_ca.service import SshCa
+from sup.targets.kube.login_files import Directory
 from tests.images.login import GROUP_POD_CAPABILITIES, LoginPod, Person, make_key
 from tests.support.chroot import Identity, make_emptydir, run, start
 from tests.support.processes import stop_process
@@ -489,3 +495,93 @@ def test_a_group_pod_takes_each_members_certificate_for_them_only(pod: LoginPod,
     pod.write_maps([ALICE], {LAB[0]: (LAB[1], [ALICE])})  # bob removed from the group (SUP's next pass)
     _wait_for(lambda: pod.ssh(BOB, keys["bob"], "true").returncode == 255, "bob refused")
     assert pod.ssh(ALICE, keys["alice"], "true").returncode == 0
+
+
+def _stored(person: Person, key: Path, groups: dict[str, tuple[int, list[Person]]]) -> StoredUser:
+    """`person` as the store holds them, with `key` uploaded and the `groups` they are in."""
+    return StoredUser(
+        username=person.name, uid_number=person.uid, primary_gid=person.gid,
+        display_name=person.name.title(), given_name=None, family_name=None, email=None,
+        login_shell="/bin/bash", home_directory=person.home,
+        ssh_public_keys=(Path(f"{key}.pub").read_text().strip(),), active=True,
+        groups=frozenset(name for name, (_, members) in groups.items() if person in members),
+    )  # fmt: skip
+
+
+def _rendered(
+    ca: Path,
+    keys: dict[Person, Path],
+    groups: dict[str, tuple[int, list[Person]]],
+    *,
+    plain_keys: bool,
+) -> dict[str, str]:
+    """A login pod's ConfigMap as SUP renders it: the state derived from a store where each person
+    holds their key, with `ssh_ca.plain_keys` as given, the CA keys as the SSH CA's step adds them
+    (sup/ssh_ca/step.py), and the files of sup/targets/kube/login_files.py for a pod of everyone in
+    `keys` (a user's pod: one person)."""
+    settings = Settings(ssh_ca={"key_file": str(ca), "plain_keys": plain_keys})
+    assert settings.ssh_ca is not None
+    users = tuple(_stored(person, key, groups) for person, key in keys.items())
+    stored = [StoredGroup(p.name, p.gid, None, frozenset(), private_for=p.name) for p in keys]
+    stored += [
+        StoredGroup(name, gid, None, frozenset(m.name for m in members), None)
+        for name, (gid, members) in groups.items()
+    ]
+    desired = derive(StoreSnapshot(users, tuple(stored), ()), policy_of(settings))
+    desired = replace(desired, ssh_user_ca_keys=tuple(SshCa(settings.ssh_ca).trusted))
+    return Directory(desired).files(desired.users[person.name] for person in keys).data
+
+
+def _logs_in(pod: LoginPod, person: Person, key: Path) -> Callable[[], bool]:
+    return lambda: pod.ssh(person, key, "true").returncode == 0
+
+
+def test_with_certificates_only_a_user_pod_refuses_her_uploaded_key_and_takes_her_certificate(
+    pod: LoginPod, alice_home: Path, tmp_path: Path
+) -> None:
+    """SUP renders alice's pod with ssh_ca.plain_keys false: her uploaded key (in the store) is not
+    in it, so the image's sshd refuses it, and a certificate of SUP's CA lets her in. Switching the
+    setting reaches the running pod with its files, either way, without a restart."""
+    ca, key = make_key(tmp_path, "ca"), make_key(tmp_path, "alice")
+    keys = {ALICE: key}
+    pod.write_all(_rendered(ca, keys, {}, plain_keys=False))
+    assert not [path.name for path in pod.config.iterdir() if path.name.endswith(".keys")]
+    pod.start_user(ALICE, alice_home)
+    assert "nobody can log in" not in pod.log.read_text()  # a certificate can
+
+    refused = pod.ssh(ALICE, key, "true")
+    assert refused.returncode == 255 and "Permission denied" in refused.stderr, refused.stderr
+    _certify(ca, key, "alice")
+    result = pod.ssh(ALICE, key, "id -un")
+    assert result.returncode == 0 and result.stdout == "alice\n", result.stderr
+
+    Path(f"{key}-cert.pub").unlink()  # her plain key alone from here
+    pod.write_all(_rendered(ca, keys, {}, plain_keys=True))  # the default: the key is taken again
+    result = pod.ssh(ALICE, key, "id -un")
+    assert result.returncode == 0 and result.stdout == "alice\n", result.stderr
+    pod.write_all(_rendered(ca, keys, {}, plain_keys=False))
+    assert pod.ssh(ALICE, key, "true").returncode == 255
+
+
+def test_with_certificates_only_a_group_pod_refuses_members_uploaded_keys_and_takes_their_certificates(
+    pod: LoginPod, tmp_path: Path
+) -> None:
+    """A group's pod rendered with plain keys (the default) lets members in with their keys; rendered
+    with ssh_ca.plain_keys false it withdraws every member's keys from sshd while it runs, and each
+    member's certificate lets them in as themselves (their principals file stays)."""
+    ca = make_key(tmp_path, "ca")
+    keys = {person: make_key(tmp_path, person.name) for person in (ALICE, BOB)}
+    groups = {LAB[0]: (LAB[1], [ALICE, BOB])}
+    pod.write_all(_rendered(ca, keys, groups, plain_keys=True))
+    pod.start_group(*LAB, make_emptydir(tmp_path / "homes"))
+    for person, key in keys.items():
+        _wait_for(_logs_in(pod, person, key), f"{person.name}'s key taken")  # once their home is theirs
+
+    pod.write_all(_rendered(ca, keys, groups, plain_keys=False))
+    assert not [path.name for path in pod.config.iterdir() if path.name.endswith(".keys")]
+    _wait_for(lambda: not _logs_in(pod, ALICE, keys[ALICE])(), "alice's key refused")
+    assert pod.ssh(BOB, keys[BOB], "true").returncode == 255
+    for person, key in keys.items():
+        _certify(ca, key, person.name)
+        result = pod.ssh(person, key, "id -un")
+        assert result.returncode == 0 and result.stdout == f"{person.name}\n", result.stderr

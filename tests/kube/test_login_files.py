@@ -202,6 +202,37 @@ def test_the_ssh_cas_reach_every_login_pods_configmap_and_a_rotation_updates_onl
     assert changes[0].details_json()["data.sup-ssh-ca.pub"] == {"old": f"{CA}\n", "new": f"{CA}\n{OLD_CA}\n"}
 
 
+def test_certificates_only_leaves_every_keys_file_out_of_user_and_group_pods() -> None:
+    """With plain_keys_in_login_pods false (ssh_ca.plain_keys: false) no login pod gets a keys file,
+    a user's or a group's; passwd, group and the CA keys stay, so certificates still work. Switching
+    to it updates the ConfigMaps alone (no restart), and a pass after it writes nothing."""
+    kim = replace(user("kim", 10000), ssh_public_keys=(KEY_A,))
+    saul = replace(user("saul", 10001), ssh_public_keys=(KEY_B,))
+    keys = replace(state(kim, saul, groups=(group("physics", 50000, "kim", "saul"),)), ssh_user_ca_keys=(CA,))
+    certificates_only = replace(keys, plain_keys_in_login_pods=False)
+    for people in ([kim], [kim, saul]):  # a user's pod, a group's pod
+        names = {f"{person.username}.keys" for person in people}
+        assert set(Directory(keys).files(people).data) == {"passwd", "group", "sup-ssh-ca.pub", *names}
+        files = Directory(certificates_only).files(people)
+        assert set(files.data) == {"passwd", "group", "sup-ssh-ca.pub"}
+        assert files.data["sup-ssh-ca.pub"] == f"{CA}\n"
+        assert files.data["passwd"] == Directory(keys).files(people).data["passwd"]
+
+    kube = settings(group_pods=["physics"])
+    observed = applied(diff(keys, Observed(), kube))
+    assert diff(keys, observed, kube) == []
+    changes = diff(certificates_only, observed, kube)
+    assert sorted(brief(changes)) == [
+        ("update", "login_config", "group-physics"),
+        ("update", "login_config", "login-kim"),
+        ("update", "login_config", "login-saul"),
+    ]
+    for change in changes:  # the keys files are fields SUP no longer sets: the apply removes them
+        assert set(change.details_json()["manifest"]["data"]) == {"passwd", "group", "sup-ssh-ca.pub"}
+    fresh = applied(diff(certificates_only, Observed(), kube))
+    assert diff(certificates_only, fresh, kube) == []
+
+
 def test_the_workload_mounts_the_configmap_read_only_and_needs_it() -> None:
     (workload,) = [c for c in diff(state(user("kim")), Observed()) if c.kind == "workload"]
     pod = workload.details_json()["manifest"]["spec"]["template"]["spec"]

@@ -90,7 +90,9 @@ def user(
     return StoredUser(**values)  # type: ignore[arg-type]
 
 
-def state(users: list[StoredUser], groups: Mapping[str, tuple[int, frozenset[str]]]) -> DesiredState:
+def state(
+    users: list[StoredUser], groups: Mapping[str, tuple[int, frozenset[str]]], policy: Policy | None = None
+) -> DesiredState:
     stored = [StoredGroup(u.username, u.uid_number, None, frozenset(), private_for=u.username) for u in users]
     stored += [StoredGroup(name, gid, None, members, None) for name, (gid, members) in groups.items()]
-    return derive(StoreSnapshot(tuple(users), tuple(stored), ()), Policy())
+    return derive(StoreSnapshot(tuple(users), tuple(stored), ()), policy or Policy())

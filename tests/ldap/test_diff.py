@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sup.domain.desired import DesiredState
+from sup.domain.desired import DesiredState, Policy
 from sup.domain.gecos import gecos_text
 from sup.targets.base import CREATE, REPORT
 from sup.targets.ldap import dn as dnlib
@@ -236,3 +236,17 @@ def test_gecos_has_no_colon() -> None:
     wanted = wanted_entries(state([user("kim", 10001, display_name="Kim: Wexler")], {}), layout())
     kim = wanted.entries[dnlib.normalize(layout().user_dn("kim"))]
     assert kim.attributes["gecos"] == ("Kim Wexler",) and kim.attributes["cn"] == ("Kim: Wexler",)
+
+
+def test_certificates_only_in_login_pods_leaves_the_directorys_keys_as_they_are() -> None:
+    """ssh_ca.plain_keys false holds where SUP lets people in (the gateway, the login pods); LDAP
+    still gets people's keys, for the site's own machines (docs/ssh-certificates.md)."""
+    users, groups = [user("ann", 10000, keys=(KEYS[0], KEYS[1]))], {"physics": (50000, frozenset({"ann"}))}
+    certificates_only = state(users, groups, Policy(plain_keys_in_login_pods=False))
+    assert not certificates_only.plain_keys_in_login_pods
+    changes = plan(certificates_only, EMPTY, layout())
+    assert [c.details_json() for c in changes] == [
+        c.details_json() for c in plan(state(users, groups), EMPTY, layout())
+    ]
+    (ann,) = [c for c in changes if c.kind == "user"]
+    assert ann.details_json()["sshPublicKey"] == {"old": None, "new": sorted(KEYS[:2])}

@@ -64,3 +64,13 @@ def test_default_account_and_coordinators_follow_the_store() -> None:
     assert state.accounts["phys"].coordinators == {"kim"}  # a locked user coordinates nothing
     no_group = derive(base, Policy())
     assert no_group.accounts["phys"].coordinators == frozenset()
+
+
+def test_login_pods_take_plain_keys_unless_the_policy_says_certificates_only() -> None:
+    """The default keeps keys in the pods; certificates only (ssh_ca.plain_keys false) says so in the
+    state, and the people's keys stay in it for the targets that still take them (LDAP)."""
+    kim = user("kim", 10000)
+    assert derive(snapshot(kim), Policy()).plain_keys_in_login_pods
+    certificates_only = derive(snapshot(kim), Policy(plain_keys_in_login_pods=False))
+    assert not certificates_only.plain_keys_in_login_pods
+    assert certificates_only.users["kim"].ssh_public_keys == ("ssh-ed25519 AAAA k",)

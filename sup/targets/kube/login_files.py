@@ -7,7 +7,9 @@ A login pod mounts a ConfigMap of SUP's, named like its StatefulSet, read-only a
   private group) and every group of SUP's they are a member of, sorted by name; a line lists only
   the members who are in `passwd` (nobody else is known to the pod);
 - `USERNAME.keys` per person: their SSH public keys, one authorized_keys line each, sorted and
-  without duplicates (as the LDAP target writes `sshPublicKey`);
+  without duplicates (as the LDAP target writes `sshPublicKey`); none at all when the desired state
+  says login pods take certificates only (`plain_keys_in_login_pods`, from `ssh_ca.plain_keys:
+  false`): sshd then finds no keys file and takes only certificates of the CAs below;
 - `sup-ssh-ca.pub`, when SUP signs SSH certificates (ssh_ca): the CA public keys sshd trusts
   (TrustedUserCAKeys; a certificate is taken for the account its principal names).
 
@@ -141,6 +143,7 @@ class Directory:
     def __init__(self, desired: DesiredState) -> None:
         self.users: Mapping[str, DesiredUser] = desired.users
         self.trusted_ca_keys = "".join(f"{line}\n" for line in desired.ssh_user_ca_keys)
+        self.plain_keys = desired.plain_keys_in_login_pods
         self._by_member: dict[str, list[DesiredGroup]] = {}
         self._by_gid: dict[int, list[DesiredGroup]] = {}
         for name in sorted(desired.groups):
@@ -191,6 +194,12 @@ class Directory:
         data = {PASSWD: passwd, GROUP: group_text}
         if self.trusted_ca_keys:
             data[TRUSTED_CA_KEYS] = self.trusted_ca_keys
+        left_out = self._add_keys(data, admitted) if self.plain_keys else {}
+        return LoginFiles(data, refused, left_out)
+
+    @staticmethod
+    def _add_keys(data: dict[str, str], admitted: Mapping[str, DesiredUser]) -> dict[str, str]:
+        """Each person's keys file into `data`; the people some of whose keys were left out, why."""
         left_out: dict[str, str] = {}
         for name in sorted(admitted):
             data[keys_file(name)], dropped = authorized_keys(admitted[name])
@@ -200,4 +209,4 @@ class Directory:
                     "(stored before SUP refused such keys) and are left out of the login pod's keys "
                     "file; the SSH gateway refuses them too: replace them with keys without it"
                 )
-        return LoginFiles(data, refused, left_out)
+        return left_out
