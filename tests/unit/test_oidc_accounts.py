@@ -1,6 +1,6 @@
 """oidc.accounts: which sources' accounts a self-service token may reach, by which claim. Sources are
 `keycloak` or `scim:NAME`, claims name the person by an id nobody can edit; a wrong setting stops
-SUP at startup with the reason."""
+SUP at startup with the reason. And which (source, external_id) pairs a token's claims name."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from pydantic import ValidationError
 from sup.cli.common import settings_or_exit
 from sup.config import OidcSettings
 from sup.config.api import KEYCLOAK_SOURCE, SCIM_SOURCE_PREFIX
+from sup.me.accounts import AccountKey, account_keys
 from sup.scim.storage import connection_source
 from sup.sources.keycloak import naming as keycloak_naming
 
@@ -116,3 +117,27 @@ def test_a_wrong_setting_stops_sup_at_startup_naming_it(
         settings_or_exit()
     error = " ".join(capsys.readouterr().err.split())
     assert "invalid settings: oidc.accounts" in error and "'preferred_username' is a profile claim" in error
+
+
+# --- which accounts a token names ---------------------------------------------------------------
+
+ACCOUNTS = {"keycloak": "sub", "scim:okta": "uid", "scim:entra": "oid"}
+
+
+def test_each_configured_claim_a_token_holds_names_one_source_in_the_settings_order() -> None:
+    claims = {"sub": "kc-1", "oid": "e-1", "uid": "00u1", "preferred_username": "pat", "email": "p@x"}
+    assert account_keys(ACCOUNTS, claims) == [
+        AccountKey("keycloak", "kc-1", "sub"),
+        AccountKey("scim:okta", "00u1", "uid"),
+        AccountKey("scim:entra", "e-1", "oid"),
+    ]
+
+
+@pytest.mark.parametrize("value", [None, "", 42, True, ["00u1"], {"id": "00u1"}])
+def test_a_claim_that_is_absent_empty_or_not_a_string_names_nothing(value: Any) -> None:
+    claims = {"sub": "kc-1", "uid": value} if value is not None else {"sub": "kc-1"}
+    assert account_keys(ACCOUNTS, claims) == [AccountKey("keycloak", "kc-1", "sub")]
+
+
+def test_username_and_email_claims_name_nothing_unless_configured() -> None:
+    assert account_keys({"scim:okta": "uid"}, {"sub": "x", "preferred_username": "pat", "email": "p@x"}) == []
