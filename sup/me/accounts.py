@@ -47,14 +47,18 @@ def account_of(session: Session, accounts: Mapping[str, str], claims: Mapping[st
     """The one account the token's claims name: NotFound when none, Conflict when more than one
     (the message names the sources, never an account or a claim's value)."""
     keys = account_keys(accounts, claims)
-    # (source, external_id) is unique: at most one account per key.
-    wanted = or_(*(and_(User.source == k.source, User.external_id == k.external_id) for k in keys))
-    found = list(session.scalars(select(User).where(wanted).order_by(User.username))) if keys else []
+    found = _accounts(session, keys) if keys else []
     if not found:
         raise NotFound("account", "for your identity (it may not be provisioned yet)")
     if len(found) > 1:
         raise _ambiguous(found, keys)
     return found[0]
+
+
+def _accounts(session: Session, keys: Sequence[AccountKey]) -> list[User]:
+    """The accounts of these (source, external_id) pairs: at most one each, the pair being unique."""
+    wanted = or_(*(and_(User.source == k.source, User.external_id == k.external_id) for k in keys))
+    return list(session.scalars(select(User).where(wanted).order_by(User.username)))
 
 
 def _ambiguous(found: Sequence[User], keys: Sequence[AccountKey]) -> Conflict:
