@@ -62,6 +62,72 @@ class ApiSettings(Section):
     )
 
 
+SCIM_CONNECTION_NAME = re.compile(r"[a-z0-9][a-z0-9_.-]{0,58}")
+"""A SCIM connection's name: a token name (sup/tokens/service.py) short enough for `scim:NAME`."""
+
+
+KEYCLOAK_SOURCE = "keycloak"
+"""The Keycloak pull's source: SOURCE of sup/sources/keycloak/naming.py, which this layer may not
+import (tests/unit/test_config.py pins them equal)."""
+SCIM_SOURCE_PREFIX = "scim:"
+"""A SCIM connection NAME's source is `scim:NAME` (sup/scim/storage.py `connection_source`, pinned
+equal by the same test)."""
+
+PROFILE_CLAIMS = frozenset(
+    {
+        "name", "given_name", "family_name", "middle_name", "nickname", "preferred_username", "profile",
+        "picture", "website", "email", "email_verified", "gender", "birthdate", "zoneinfo", "locale",
+        "phone_number", "phone_number_verified", "address", "updated_at", "upn", "unique_name",
+    }
+)  # fmt: skip
+"""Claims about a person that they or an administrator can change, or that another person may
+later hold: OpenID Connect Core 1.0 §5.1 (all but `sub`; §5.7 says only `sub` with `iss` is a
+stable identifier) and Entra ID's `upn` and `unique_name`. An account matched by one of these would
+go to whoever holds the value next."""
+TOKEN_CLAIMS = frozenset(
+    {
+        "iss", "aud", "azp", "exp", "nbf", "iat", "jti", "typ", "scope", "scp", "sid", "session_state",
+        "auth_time", "nonce", "acr", "at_hash", "c_hash", "client_id", "cid", "appid", "idp", "tid", "ver",
+    }
+)  # fmt: skip
+"""Claims about the token, its client, its session or the tenant, not the person: an account
+matched by `iss`, `azp` or Entra ID's `tid` would be everybody's."""
+
+
+def account_source_problem(source: str) -> str | None:
+    """Why `source` cannot name accounts in oidc.accounts (None: it can)."""
+    if source == KEYCLOAK_SOURCE:
+        return None
+    name = source.removeprefix(SCIM_SOURCE_PREFIX)
+    if source.startswith(SCIM_SOURCE_PREFIX) and SCIM_CONNECTION_NAME.fullmatch(name):
+        return None
+    return (
+        f"source {source!r}: must be {KEYCLOAK_SOURCE!r} or {SCIM_SOURCE_PREFIX}NAME for a SCIM "
+        "connection NAME (1-59 characters: lower-case letters, digits, '_', '.', '-')"
+    )
+
+
+def account_claim_problem(source: str, claim: str) -> str | None:
+    """Why `claim` cannot carry the external_id of `source`'s accounts (None: it can)."""
+    where = f"source {source!r}"
+    if not claim:
+        return f"{where}: the claim name is empty"
+    if not claim.isprintable() or any(c.isspace() for c in claim) or len(claim) > 256:
+        return f"{where}: the claim name {claim!r} must be 1-256 printable characters without spaces"
+    if claim in PROFILE_CLAIMS:
+        return (
+            f"{where}: {claim!r} is a profile claim that can change or pass to another person; use "
+            "an id the identity provider assigns and nobody can edit (sub, or e.g. Entra ID's oid)"
+        )
+    if claim in TOKEN_CLAIMS:
+        return f"{where}: {claim!r} describes the token, its client or the tenant, not the person"
+    return None
+
+
+def _default_oidc_accounts() -> dict[str, str]:
+    return {KEYCLOAK_SOURCE: "sub"}
+
+
 OidcRole = Literal["admin", "operator", "viewer"]
 
 
@@ -101,6 +167,16 @@ class OidcSettings(Section):
     self_service: bool = Field(
         True, description="people may read /api/v1/me and manage their own keys at /api/v1/me/ssh-keys"
     )
+    accounts: dict[str, str] = Field(
+        default_factory=_default_oidc_accounts,
+        description="self-service: source -> the token claim that carries the `external_id` of that "
+        "source's accounts; a token reaches the one account whose source and external_id match a claim "
+        "it holds (a non-empty string), and none when two match (409). A source is `keycloak` or "
+        "`scim:NAME` (a SCIM connection); name only a source whose external ids are set by the "
+        "issuer's own IdP, and a claim it assigns and nobody can edit (never email or a username: "
+        "refused). docs/identity-providers.md",
+        examples=[{"keycloak": "sub", "scim:okta": "uid"}, {"scim:entra": "oid"}],
+    )
     jwks_cache_seconds: int = Field(
         300, ge=0, description="the keys are re-read after this, or when a token names a key not known yet"
     )
@@ -117,6 +193,19 @@ class OidcSettings(Section):
         description="true: accept plain-http issuer and JWKS URLs (a test realm on loopback), never in "
         "production; otherwise https only, also for the jwks_uri of the discovery document",
     )
+
+    @field_validator("accounts")
+    @classmethod
+    def _accounts(cls, value: dict[str, str]) -> dict[str, str]:
+        problems = [
+            problem
+            for source, claim in value.items()
+            for problem in (account_source_problem(source), account_claim_problem(source, claim))
+            if problem is not None
+        ]
+        if problems:
+            raise ValueError("; ".join(problems))
+        return value
 
     @model_validator(mode="after")
     def _https_only(self) -> OidcSettings:
@@ -151,10 +240,6 @@ def url_problem(
     if scheme == "http":
         return f"{url!r} is plain http, so {risk}: use https, or set {how_to_allow} for {where}"
     return f"{url!r} is not an https URL"
-
-
-SCIM_CONNECTION_NAME = re.compile(r"[a-z0-9][a-z0-9_.-]{0,58}")
-"""A SCIM connection's name: a token name (sup/tokens/service.py) short enough for `scim:NAME`."""
 
 
 class ScimOAuthConnection(Section):

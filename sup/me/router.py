@@ -1,11 +1,15 @@
-"""Self-service: a person with their own OIDC access token reads their provisioning status and
-manages their own SSH public keys (when `oidc.self_service` is on).
+"""Self-service: a person with their own OIDC access token reads their provisioning status,
+manages their own SSH public keys and gets SSH certificates (when `oidc.self_service` is on).
 
-The token's subject must be the `external_id` of a user of the Keycloak source (the pull stamps
-`source = "keycloak"` and Keycloak's user id, which is the `sub` of that realm's tokens, on the users
-it creates or takes over); nothing else, not a username claim, ties a token to an account. Users of
-other sources (SCIM connections, the admin API, imports) are never matched: their `external_id` is
-whatever that source chose, and a person whose `sub` happened to equal one would get that account.
+Which account a token reaches is `oidc.accounts`' call (sup/me/accounts.py): per source, the claim
+that carries the `external_id` of that source's accounts. By default only the Keycloak pull's users,
+by `sub` (the pull stamps `source = "keycloak"` and Keycloak's user id, the `sub` of that realm's
+tokens, on the users it creates or takes over); a site adds a SCIM connection (`scim:NAME`) whose
+identity provider is also the token issuer, with the claim that holds the id it pushes as
+externalId. Nothing else, not a username or email claim, ties a token to an account; users of
+sources not named there (the admin API, imports, other connections) are never matched, since their
+`external_id` is whatever that source chose. A token that matches accounts of two sources gets 409:
+SUP does not pick one.
 
 Keys the person adds have origin `self`; keys from the identity provider (origin `idp`) and those
 an administrator set (`admin`) are listed but can only be changed where they come from. Every kind
@@ -14,6 +18,7 @@ reaches LDAP. A key that is already another account's is refused without naming 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated, Any
@@ -21,7 +26,6 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, HTTPException, Request, Response
 from fastapi.security import HTTPAuthorizationCredentials
 from pydantic import BaseModel, Field
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from sup.api import API_PREFIX
@@ -31,6 +35,7 @@ from sup.config import Settings
 from sup.domain.fields import SshKeyLine
 from sup.domain.sshkeys import parse_ssh_public_key
 from sup.errors import NotFound
+from sup.me.accounts import account_of
 from sup.ssh_ca.router import ssh_ca
 from sup.store.audit import Actor
 from sup.store.models import User
@@ -40,16 +45,17 @@ from sup.users.status import UserStatus, status_of
 
 router = APIRouter(prefix=f"{API_PREFIX}/me", tags=["self-service"])
 SELF = "self"
-OIDC_SOURCE = "keycloak"
-"""The source whose users' external_id is the `sub` of the OIDC issuer's tokens: the Keycloak pull
-(its SOURCE in sup/sources/keycloak/naming.py, which this layer may not import; a test pins them equal)."""
 
 
 @dataclass(frozen=True)
 class Person:
+    """Who is asking: the verified claims of their token (which account they are is looked up per
+    request, by `oidc.accounts`) and the audit actor `self:NAME`."""
+
     settings: Settings
     request: Request
-    subject: str
+    claims: Mapping[str, Any]
+    accounts: Mapping[str, str]  # oidc.accounts
     actor: Actor
 
 
@@ -67,7 +73,13 @@ def _person(
     actor = Actor(
         name=f"self:{identity.username}", role="self", request_id=getattr(request.state, "request_id", None)
     )
-    return Person(settings=settings, request=request, subject=identity.subject, actor=actor)
+    return Person(
+        settings=settings,
+        request=request,
+        claims=identity.claims,
+        accounts=settings.oidc.accounts,
+        actor=actor,
+    )
 
 
 Me = Annotated[Person, Depends(_person)]
@@ -98,12 +110,7 @@ class KeyIn(Body):
 
 
 def _user(session: Session, person: Person) -> User:
-    # (source, external_id) is unique: at most one account.
-    mine = (User.source == OIDC_SOURCE) & (User.external_id == person.subject)
-    user = session.scalars(select(User).where(mine)).one_or_none()
-    if user is None:
-        raise NotFound("account", "for your identity (it may not be provisioned yet)")
-    return user
+    return account_of(session, person.accounts, person.claims)
 
 
 def _keys(user: User) -> list[KeyOut]:

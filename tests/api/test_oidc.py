@@ -1,9 +1,11 @@
 """OIDC tokens on the API with a local issuer (its keys made in the test): bad role claims are a 401,
 the write rate limit counts a person (not the header's spelling), and self-service (/api/v1/me) finds
-only the Keycloak source's account of the token's subject and names nobody else's."""
+only the account `oidc.accounts` leads to (by default the Keycloak source's account of the token's
+subject), refuses when two do, and names nobody else's."""
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -15,8 +17,6 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from sup.app import create_app
 from sup.config import Settings
-from sup.me import router as me_router
-from sup.sources.keycloak import naming as keycloak_naming
 from sup.store.models import User
 from tests.conftest import bearer
 from tests.support.keys import ed25519_key
@@ -127,10 +127,6 @@ def test_made_up_credentials_share_the_address_bucket(strict_client: TestClient,
 # --- self-service ------------------------------------------------------------------------------
 
 
-def test_the_self_service_source_is_the_keycloak_pull() -> None:
-    assert me_router.OIDC_SOURCE == keycloak_naming.SOURCE
-
-
 def _user(client: TestClient, admin: dict[str, str], sessions: sessionmaker[Session], **fields: Any) -> None:
     source, external_id = fields.pop("source"), fields.pop("external_id")
     created = client.post("/api/v1/users", json=fields, headers=admin)
@@ -199,3 +195,90 @@ def test_a_key_that_takes_a_person_over_the_byte_cap_is_refused_and_nothing_chan
     assert len(client.get("/api/v1/me/ssh-keys", headers=sam).json()) == 31
     hidden = client.post("/api/v1/me/ssh-keys", json={"key": ed25519_key("sam\u202elaptop")}, headers=sam)
     assert hidden.status_code == 422 and "U+202E" in hidden.text, hidden.text
+
+
+# --- oidc.accounts: SCIM connections' people -----------------------------------------------------
+
+
+@pytest.fixture
+def okta_client(settings: Settings, engine: Engine, issuer: LocalIssuer) -> Iterator[TestClient]:
+    """Self-service reaches the Keycloak pull's users by `sub` and the `okta` SCIM connection's by `uid`."""
+    oidc = issuer.settings(accounts={"keycloak": "sub", "scim:okta": "uid"})
+    with _client(settings, engine, issuer, oidc=oidc) as client:
+        yield client
+
+
+def test_a_scim_connections_person_is_reached_only_when_oidc_accounts_names_it(
+    client: TestClient,
+    okta_client: TestClient,
+    issuer: LocalIssuer,
+    admin: dict[str, str],
+    sessions: sessionmaker[Session],
+) -> None:
+    _user(client, admin, sessions, username="kim", source="scim:okta", external_id="00u-kim")
+    _user(client, admin, sessions, username="kim_entra", source="scim:entra", external_id="00u-kim")
+    kim = bearer(issuer.token("okta-sub-kim", uid="00u-kim"))
+    assert client.get("/api/v1/me", headers=kim).status_code == 404  # the default: keycloak by sub
+    me = okta_client.get("/api/v1/me", headers=kim)
+    assert me.status_code == 200 and me.json()["username"] == "kim", me.text
+    key = ed25519_key("kim-laptop")
+    assert okta_client.post("/api/v1/me/ssh-keys", json={"key": key}, headers=kim).status_code == 201
+    with sessions() as session:
+        assert [k.origin for k in session.query(User).filter_by(username="kim").one().ssh_keys] == ["self"]
+        assert session.query(User).filter_by(username="kim_entra").one().ssh_keys == []
+
+
+def test_two_accounts_for_one_token_is_a_409_naming_neither(
+    okta_client: TestClient,
+    issuer: LocalIssuer,
+    admin: dict[str, str],
+    sessions: sessionmaker[Session],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    _user(okta_client, admin, sessions, username="sam_kc", source="keycloak", external_id="kc-sam")
+    _user(okta_client, admin, sessions, username="sam_okta", source="scim:okta", external_id="00u-sam")
+    token = issuer.token("kc-sam", uid="00u-sam")
+    with caplog.at_level(logging.WARNING, logger="sup.me.accounts"):
+        answer = okta_client.get("/api/v1/me", headers=bearer(token))
+    assert answer.status_code == 409, answer.text
+    detail = answer.json()["detail"]
+    assert "keycloak, scim:okta" in detail and "will not choose" in detail
+    for secret in ("sam_kc", "sam_okta", "kc-sam", "00u-sam", token):
+        assert secret not in answer.text
+    # The operators learn which accounts collide, never the token or the claims' values.
+    logged = caplog.text
+    assert "sam_kc of keycloak by claim sub" in logged and "sam_okta of scim:okta by claim uid" in logged
+    assert token not in logged and "00u-sam" not in logged and "kc-sam" not in logged
+    key = ed25519_key("sam-laptop")
+    refused = okta_client.post("/api/v1/me/ssh-keys", json={"key": key}, headers=bearer(token))
+    assert refused.status_code == 409
+    with sessions() as session:
+        assert all(u.ssh_keys == [] for u in session.query(User).filter(User.username.like("sam_%")))
+    # Each alone is fine: a token that names only one of them reaches it.
+    alone = okta_client.get("/api/v1/me", headers=bearer(issuer.token("kc-sam")))
+    assert alone.status_code == 200 and alone.json()["username"] == "sam_kc"
+
+
+@pytest.mark.parametrize("uid", [None, "", 7, ["00u-pat"]])
+def test_no_usable_claim_is_a_404_never_a_match_by_username_or_email(
+    okta_client: TestClient,
+    issuer: LocalIssuer,
+    admin: dict[str, str],
+    sessions: sessionmaker[Session],
+    uid: Any,
+) -> None:
+    # pat of the okta connection has no external id; pat2's is "00u-pat". A token without a usable
+    # uid but with pat's username and email reaches neither.
+    _user(
+        okta_client,
+        admin,
+        sessions,
+        username="pat",
+        email="pat@example.org",
+        source="scim:okta",
+        external_id=None,
+    )
+    _user(okta_client, admin, sessions, username="pat2", source="scim:okta", external_id="00u-pat")
+    token = issuer.token("someone", uid=uid, preferred_username="pat", email="pat@example.org")
+    answer = okta_client.get("/api/v1/me", headers=bearer(token))
+    assert answer.status_code == 404, answer.text

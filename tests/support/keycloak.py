@@ -254,6 +254,40 @@ class Realm:
             body["credentials"] = [{"type": "password", "value": password, "temporary": False}]
         return str(self.admin.create_user(body, exist_ok=False))
 
+    def add_claim(self, attribute: str, claim: str) -> None:
+        """Put the user attribute `attribute` in the access tokens of the login client (sup-login)
+        as the string claim `claim`, the way an IdP carries its own person id (Okta's `uid`, Entra
+        ID's `oid`): declared in the user profile, viewable and editable by administrators only, so
+        the person cannot change it."""
+        profile = self.admin.get_realm_users_profile()
+        if attribute not in {a["name"] for a in profile["attributes"]}:
+            profile["attributes"].append(
+                {
+                    "name": attribute,
+                    "displayName": attribute,
+                    "permissions": {"view": ["admin"], "edit": ["admin"]},
+                }
+            )
+            self.admin.update_realm_users_profile(profile)
+        login = self.admin.get_client_id("sup-login")
+        assert login is not None
+        self.admin.add_mapper_to_client(
+            login,
+            {
+                "name": f"claim-{claim}",
+                "protocol": "openid-connect",
+                "protocolMapper": "oidc-usermodel-attribute-mapper",
+                "config": {
+                    "user.attribute": attribute,
+                    "claim.name": claim,
+                    "jsonType.label": "String",
+                    "access.token.claim": "true",
+                    "id.token.claim": "false",
+                    "userinfo.token.claim": "false",
+                },
+            },
+        )
+
     def add_group(self, name: str, parent: str | None = None) -> str:
         return str(self.admin.create_group({"name": name}, parent=parent))
 
