@@ -2,9 +2,9 @@
 
 Only an active person gets a certificate, for their own username and no other, for at most
 `ssh_ca.validity_hours`. Every certificate is recorded in the audit log (action `sign_certificate`
-on the user) with its serial, key id, the key's fingerprint and its validity: what a site needs to
-find, and revoke, a certificate later. The certificate itself is not stored: it is public, and it
-is worth nothing without the private key that stays on the person's machine.
+on the user) with its serial, key id, the key's fingerprint, the public key itself and its validity:
+what a site needs to find, and revoke, a certificate later. The certificate itself is not stored: it
+is public, and it is worth nothing without the private key that stays on the person's machine.
 """
 
 from __future__ import annotations
@@ -96,6 +96,8 @@ class SshCa:
                 "serial": str(serial),  # 63 bits: a string, so that JSON readers keep every digit
                 "key_id": certificate.key_id,
                 "fingerprint": parsed.fingerprint,
+                # The key without its comment: what the revocation list names (sup/domain/revocation.py).
+                "public_key": f"{parsed.key_type} {parsed.blob}",
                 "principal": certificate.principal,
                 "valid_after": certificate.valid_after.isoformat(),
                 "valid_before": certificate.valid_before.isoformat(),
