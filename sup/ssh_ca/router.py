@@ -1,8 +1,11 @@
 """GET /api/v1/ssh-ca: the CA public keys a login pod's sshd and the gateway trust (no token: they are
-public, and a node or an operator's script needs them before it holds any credential)."""
+public, and a node or an operator's script needs them before it holds any credential); and
+GET /api/v1/ssh-ca/revoked-keys, the revocation list for sshd servers SUP does not run (no token
+either, for the same reasons)."""
 
 from __future__ import annotations
 
+import hashlib
 from importlib.resources import files
 
 from fastapi import APIRouter, HTTPException, Request, Response
@@ -10,7 +13,9 @@ from pydantic import BaseModel, Field
 
 from sup.api import API_PREFIX
 from sup.config import Settings
-from sup.ssh_ca.service import SshCa
+from sup.domain.revocation import revoked_keys_file
+from sup.ssh_ca.service import SshCa, revoked_public_keys
+from sup.store.models import utcnow
 
 router = APIRouter(prefix=f"{API_PREFIX}/ssh-ca", tags=["ssh certificates"])
 
@@ -66,3 +71,26 @@ def get_client(request: Request) -> Response:
     body = files("sup").joinpath("ssh_login.py").read_bytes()
     headers = {"Content-Disposition": 'attachment; filename="sup-ssh-login"'}
     return Response(body, media_type="text/x-python; charset=utf-8", headers=headers)
+
+
+@router.get(
+    "/revoked-keys",
+    summary="The revocation list: keys of unexpired certificates whose person is suspended or removed",
+    response_class=Response,
+    responses={200: {"content": {"text/plain": {}}, "description": "sshd's RevokedKeys file"}},
+)
+def get_revoked_keys(request: Request) -> Response:
+    """For sshd's `RevokedKeys` on servers SUP does not run (a bastion, a data-transfer node): a
+    `#` comment line, then one public key a line, each revoking every certificate of that key. The
+    keys of certificates SUP signed that have not expired and whose person is now suspended or no
+    longer exists. No token: like the CA keys, these are public keys (no username, no certificate),
+    and an sshd's fetch must work without any credential, as a CRL's does; what it tells a stranger
+    is that the holder of a key they already know lost access within the last day. Certificates
+    signed before SUP recorded their key in the audit log cannot be listed."""
+    ssh_ca(request)
+    now = utcnow()
+    with request.app.state.sessions.begin() as session:
+        keys = revoked_public_keys(session, now)
+    etag = hashlib.sha256("\n".join(keys).encode()).hexdigest()[:32]
+    headers = {"Cache-Control": "no-cache", "ETag": f'"{etag}"'}
+    return Response(revoked_keys_file(keys, now), media_type="text/plain; charset=utf-8", headers=headers)

@@ -2,25 +2,26 @@
 
 Only an active person gets a certificate, for their own username and no other, for at most
 `ssh_ca.validity_hours`. Every certificate is recorded in the audit log (action `sign_certificate`
-on the user) with its serial, key id, the key's fingerprint and its validity: what a site needs to
-find, and revoke, a certificate later. The certificate itself is not stored: it is public, and it
-is worth nothing without the private key that stays on the person's machine.
+on the user) with its serial, key id, the key's fingerprint, the public key itself and its validity:
+what a site needs to find, and revoke, a certificate later. The certificate itself is not stored: it
+is public, and it is worth nothing without the private key that stays on the person's machine.
 """
 
 from __future__ import annotations
 
 import secrets
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from sup.config.ssh_ca import SshCaSettings
+from sup.config.ssh_ca import MAX_VALIDITY_HOURS, SshCaSettings
 from sup.domain import sshcerts
+from sup.domain.revocation import revoked_keys, signed_key
 from sup.domain.sshkeys import InvalidSshKey, parse_ssh_public_key
 from sup.errors import ConfigurationError, Conflict, FieldError, Forbidden, InvalidInput
-from sup.store.audit import Actor, record
+from sup.store.audit import Actor, entries_since, record
 from sup.store.models import SshKey, User, utcnow
 
 CA_COMMENT = "sup-ssh-ca"
@@ -96,6 +97,8 @@ class SshCa:
                 "serial": str(serial),  # 63 bits: a string, so that JSON readers keep every digit
                 "key_id": certificate.key_id,
                 "fingerprint": parsed.fingerprint,
+                # The key without its comment: what the revocation list names (sup/domain/revocation.py).
+                "public_key": f"{parsed.key_type} {parsed.blob}",
                 "principal": certificate.principal,
                 "valid_after": certificate.valid_after.isoformat(),
                 "valid_before": certificate.valid_before.isoformat(),
@@ -103,3 +106,24 @@ class SshCa:
             },
         )
         return certificate
+
+
+def revoked_public_keys(session: Session, now: datetime) -> list[str]:
+    """The keys of the certificates SUP signed that are still valid at `now` and whose person is
+    suspended or removed (sup/domain/revocation.py). Reads only the signings of the last
+    MAX_VALIDITY_HOURS (none older can still be valid) and the people they name in one query."""
+    entries = entries_since(session, "sign_certificate", now - timedelta(hours=MAX_VALIDITY_HOURS))
+    signed = [
+        key
+        for entry in entries
+        if entry.resource_type == "user" and (key := signed_key(entry.resource_name, entry.after))
+    ]
+    return revoked_keys(signed, _active_by_name(session, {key.username for key in signed}), now)
+
+
+def _active_by_name(session: Session, usernames: set[str]) -> dict[str, bool]:
+    """Whether each of these people is active; a username missing from the answer: no such person."""
+    if not usernames:
+        return {}
+    query = select(User.username, User.active).where(User.username.in_(usernames))
+    return {row.username: row.active for row in session.execute(query)}

@@ -5,10 +5,12 @@ Callers pass the object's public representation (what the API shows), which neve
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from sup.store.models import AuditEntry
@@ -44,6 +46,13 @@ def record(
             request_id=actor.request_id,
         )
     )
+
+
+def entries_since(session: Session, action: str, since: datetime) -> Sequence[AuditEntry]:
+    """The entries of `action` recorded at or after `since`, oldest first: the index on `at` bounds
+    the scan to the window, whatever the log's length."""
+    query = select(AuditEntry).where(AuditEntry.at >= since, AuditEntry.action == action)
+    return session.scalars(query.order_by(AuditEntry.id)).all()
 
 
 def member_change(before: Iterable[str], after: Iterable[str]) -> dict[str, list[str]]:
