@@ -10,8 +10,10 @@ is public, and it is worth nothing without the private key that stays on the per
 from __future__ import annotations
 
 import secrets
-from datetime import datetime, timedelta
+from collections.abc import Collection
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -127,3 +129,46 @@ def _active_by_name(session: Session, usernames: set[str]) -> dict[str, bool]:
         return {}
     query = select(User.username, User.active).where(User.username.in_(usernames))
     return {row.username: row.active for row in session.execute(query)}
+
+
+def names_on_live_certificates(
+    session: Session, usernames: Collection[str], now: datetime
+) -> dict[str, datetime]:
+    """Of `usernames`, those that are the principal of a certificate SUP signed that is still valid
+    at `now`, each with when the last of them expires.
+
+    A certificate names its person by username only, and every sshd that trusts the CA (the gateway,
+    a login pod, a site's own) admits it as whoever holds that username then. So a username whose
+    holder was removed or renamed may not be given to somebody else until these have expired
+    (sup/users/service.py asks before it does): otherwise the previous holder's certificate would
+    log in as the new person. Reads only the signings of the last MAX_VALIDITY_HOURS."""
+    wanted = set(usernames)
+    if not wanted:
+        return {}
+    entries = entries_since(session, "sign_certificate", now - timedelta(hours=MAX_VALIDITY_HOURS))
+    live: dict[str, datetime] = {}
+    for entry in entries:
+        if entry.resource_type != "user" or entry.resource_name not in wanted:
+            continue
+        until = _valid_before(entry.after)
+        if until is not None and until > now:
+            live[entry.resource_name] = max(until, live.get(entry.resource_name, until))
+    return live
+
+
+def _valid_before(after: dict[str, Any] | None) -> datetime | None:
+    """A signing entry's `valid_before` (aware); None when it has none that can be read."""
+    text = (after or {}).get("valid_before")
+    try:
+        until = datetime.fromisoformat(text) if isinstance(text, str) else None
+    except ValueError:
+        return None
+    return until if until is None or until.tzinfo is not None else until.replace(tzinfo=UTC)
+
+
+def name_still_certified(username: str, until: datetime) -> str:
+    """Why `username` cannot be given to a new holder yet (names_on_live_certificates)."""
+    return (
+        f"the username {username!r} is on an SSH certificate SUP signed for its previous holder, valid "
+        f"until {until:%Y-%m-%d %H:%M} UTC; it cannot be given to anyone else before then"
+    )

@@ -26,7 +26,7 @@ from sup.store.models import Group, Membership, SshKey, User, new_scim_id, utcno
 from sup.store.outbox import mark_dirty_many
 from sup.users.homes import check_new_homes
 from sup.users.schemas import UserCreate
-from sup.users.service import create_user, default_home
+from sup.users.service import check_no_live_certificates, create_user, default_home
 from sup.users.upsert import UserChange
 
 
@@ -47,6 +47,7 @@ def create_users(
         session, settings, {s.username: s.home_directory or default_home(settings, s.username) for s in specs}
     )
     _check_key_sets(settings, specs)
+    check_no_live_certificates(session, [s.username for s in specs])  # one read of a day's signings
     if not settings.ids.private_groups:  # rare: keep the service's rules for primary groups
         for spec in specs:
             create_user(session, settings, actor, spec, source, key_origin=key_origin)

@@ -24,6 +24,7 @@ from sup.domain.usernames import derive_username
 from sup.errors import Conflict, FieldError, InvalidInput, NotFound
 from sup.groups.membership import set_user_groups
 from sup.groups.privilege import check_fill
+from sup.ssh_ca.service import name_still_certified, names_on_live_certificates
 from sup.store import ids
 from sup.store.audit import Actor, record
 from sup.store.bulk_audit import record_member_changes
@@ -180,6 +181,16 @@ def _check_username_free(
             f"a group named {username!r} already exists; the user's private group needs that name",
             field=field,
         )
+    check_no_live_certificates(session, [username], field)
+
+
+def check_no_live_certificates(session: Session, usernames: list[str], field: str = "username") -> None:
+    """Conflict when one of `usernames` is still on an SSH certificate SUP signed for its previous
+    holder (removed or renamed): whoever took the name would be logged in as by that certificate
+    until it expires (sup/ssh_ca/service.py, names_on_live_certificates)."""
+    live = names_on_live_certificates(session, usernames, utcnow())
+    if live:
+        raise Conflict(name_still_certified(*min(live.items())), field=field)
 
 
 # --- create --------------------------------------------------------------------------------------

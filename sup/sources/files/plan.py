@@ -30,7 +30,9 @@ from sup.groups.schemas import GroupCreate
 from sup.slurm_accounts.schemas import SlurmAccountCreate
 from sup.sources.files.current import ACCOUNT_FIELDS, Current, load_current
 from sup.sources.files.document import Document, Kind, Problem, Record
+from sup.ssh_ca.service import name_still_certified, names_on_live_certificates
 from sup.store import ids
+from sup.store.models import utcnow
 from sup.users.schemas import UserCreate, UserPatch
 from sup.users.service import check_username_policy, default_home
 
@@ -206,6 +208,9 @@ def _check_users(session: Session, settings: Settings, doc: Document, current: C
         ),
     )
     uid_owner = {u.values["uid_number"]: name for name, u in current.users.items()}
+    certified = names_on_live_certificates(
+        session, [r.spec.username for r in doc.users if r.spec.username not in current.users], utcnow()
+    )
     key_seen: dict[str, str] = {}
     for record in doc.users:
         spec, name = record.spec, record.spec.username
@@ -218,6 +223,8 @@ def _check_users(session: Session, settings: Settings, doc: Document, current: C
             check_username_policy(settings, name)
         except InvalidInput as exc:
             add(exc.errors[0].message, "username")
+        if existing is None and name in certified:
+            add(name_still_certified(name, certified[name]), "username")
         if existing is None and settings.ids.private_groups:
             if name in current.groups:
                 add(f"a group named {name!r} exists; the user's private group needs that name", "username")
