@@ -6,6 +6,9 @@ either, for the same reasons)."""
 from __future__ import annotations
 
 import hashlib
+import threading
+import time
+from collections.abc import Callable
 from importlib.resources import files
 
 from fastapi import APIRouter, HTTPException, Request, Response
@@ -18,6 +21,39 @@ from sup.ssh_ca.service import SshCa, revoked_public_keys
 from sup.store.models import utcnow
 
 router = APIRouter(prefix=f"{API_PREFIX}/ssh-ca", tags=["ssh certificates"])
+REVOKED_CACHE_SECONDS = 5.0
+"""How long one answer of the revocation list is served again: the bound it adds to a revocation."""
+
+
+class ReusedAnswer:
+    """The last answer of an endpoint anyone may call, for REVOKED_CACHE_SECONDS: however many hosts
+    fetch the revocation list (or a flood of requests without a token), SUP reads the day's signings
+    at most once an interval. One request computes while the others wait for its answer."""
+
+    def __init__(self, seconds: Callable[[], float] = lambda: REVOKED_CACHE_SECONDS) -> None:
+        self._seconds = seconds
+        self._lock = threading.Lock()
+        self._made = 0.0
+        self._answer: tuple[str, str] | None = None
+
+    def get(self, compute: Callable[[], tuple[str, str]]) -> tuple[str, str]:
+        with self._lock:
+            if self._answer is None or time.monotonic() - self._made >= self._seconds():
+                self._answer = compute()
+                self._made = time.monotonic()
+            return self._answer
+
+
+_answers_lock = threading.Lock()
+
+
+def _reused(request: Request) -> ReusedAnswer:
+    """The app's one ReusedAnswer for the list, kept on the app (tests make several apps)."""
+    with _answers_lock:
+        answer: ReusedAnswer | None = getattr(request.app.state, "revoked_keys_answer", None)
+        if answer is None:
+            answer = request.app.state.revoked_keys_answer = ReusedAnswer()
+        return answer
 
 
 class LoginOut(BaseModel):
@@ -86,11 +122,16 @@ def get_revoked_keys(request: Request) -> Response:
     longer exists. No token: like the CA keys, these are public keys (no username, no certificate),
     and an sshd's fetch must work without any credential, as a CRL's does; what it tells a stranger
     is that the holder of a key they already know lost access within the last day. Certificates
-    signed before SUP recorded their key in the audit log cannot be listed."""
+    signed before SUP recorded their key in the audit log cannot be listed. An answer is served
+    again for REVOKED_CACHE_SECONDS (ReusedAnswer), which bounds what fetching it costs SUP."""
     ssh_ca(request)
-    now = utcnow()
-    with request.app.state.sessions.begin() as session:
-        keys = revoked_public_keys(session, now)
-    etag = hashlib.sha256("\n".join(keys).encode()).hexdigest()[:32]
+
+    def compute() -> tuple[str, str]:
+        now = utcnow()
+        with request.app.state.sessions.begin() as session:
+            keys = revoked_public_keys(session, now)
+        return revoked_keys_file(keys, now), hashlib.sha256("\n".join(keys).encode()).hexdigest()[:32]
+
+    body, etag = _reused(request).get(compute)
     headers = {"Cache-Control": "no-cache", "ETag": f'"{etag}"'}
-    return Response(revoked_keys_file(keys, now), media_type="text/plain; charset=utf-8", headers=headers)
+    return Response(body, media_type="text/plain; charset=utf-8", headers=headers)

@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from sup.config import Settings
 from sup.domain.roles import Role
 from sup.sources.keycloak.runner import full_sync
+from sup.ssh_ca import router as ssh_ca_router
 from sup.store.audit import Actor
 from sup.tokens.service import create_token
 from tests.support.keycloak import Realm
@@ -50,8 +51,11 @@ def site(
     store_engine: Engine,
     kc_sessions: sessionmaker[Session],
     ca_file: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> TestClient:
-    """SUP signing certificates, with kim and lee provisioned from the realm."""
+    """SUP signing certificates, with kim and lee provisioned from the realm; the list is made
+    anew at each request (its reuse for a few seconds: tests/unit/test_revocation.py)."""
+    monkeypatch.setattr(ssh_ca_router, "REVOKED_CACHE_SECONDS", 0.0)
     realm.add_user("kim", password="pw-kim")
     realm.add_user("lee", password="pw-lee")
     oidc = {"issuer": realm.issuer, "audience": "sup", "allow_insecure_http": True}

@@ -3,9 +3,12 @@ refuse, read from `sign_certificate` audit entries."""
 
 from __future__ import annotations
 
+import time
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta, timezone
 
 from sup.domain.revocation import SignedKey, revoked_keys, revoked_keys_file, signed_key
+from sup.ssh_ca.router import ReusedAnswer
 
 NOW = datetime(2030, 5, 1, 12, 0, tzinfo=UTC)
 KIM_LAPTOP = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKimLaptop"
@@ -60,3 +63,22 @@ def test_the_file_is_a_comment_line_then_one_key_a_line() -> None:
     text = revoked_keys_file([KIM_DESK, KIM_LAPTOP], NOW.astimezone(timezone(timedelta(hours=-5))))
     assert text == (f"# SUP revoked keys, generated 2030-05-01T12:00:00Z; 2 keys\n{KIM_DESK}\n{KIM_LAPTOP}\n")
     assert revoked_keys_file([], NOW) == "# SUP revoked keys, generated 2030-05-01T12:00:00Z; 0 keys\n"
+
+
+def test_the_list_is_made_at_most_once_an_interval_however_many_ask() -> None:
+    """GET /api/v1/ssh-ca/revoked-keys needs no token: 200 requests at once read the signings once,
+    and the next interval's request reads them again."""
+    made: list[int] = []
+    seconds = [60.0]
+    answer = ReusedAnswer(lambda: seconds[0])
+
+    def compute() -> tuple[str, str]:
+        made.append(1)
+        time.sleep(0.01)  # a slow read: the others wait for it rather than read too
+        return f"# list {len(made)}\n", str(len(made))
+
+    with ThreadPoolExecutor(16) as pool:
+        answers = list(pool.map(lambda _: answer.get(compute), range(200)))
+    assert len(made) == 1 and set(answers) == {("# list 1\n", "1")}
+    seconds[0] = 0.0  # the interval has passed
+    assert answer.get(compute) == ("# list 2\n", "2")
