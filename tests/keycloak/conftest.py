@@ -4,6 +4,7 @@ and for end-to-end checks a fresh base DN on the real slapd with the LDAP target
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,7 +17,9 @@ from sup.config import Settings
 from sup.store.session import make_engine, make_sessionmaker
 from tests.ldap.site import Site
 from tests.support.keycloak import KeycloakServer, Realm
+from tests.support.ports import free_port
 from tests.support.slapd import SlapdServer
+from tests.support.sshd import StandInPod, keygen
 
 
 @pytest.fixture
@@ -96,3 +99,21 @@ def ldap_site(
     for site in sites:
         for target in site.targets:
             target.close()
+
+
+@pytest.fixture
+def ca_file(tmp_path: Path) -> Path:
+    """SUP's CA key (ssh_ca.key_file), made with ssh-keygen as an operator does."""
+    path = tmp_path / "ca" / "ssh_ca"
+    path.parent.mkdir()
+    keygen(path, "sup-test-ca")
+    return path
+
+
+@pytest.fixture
+def pod(tmp_path: Path) -> Iterator[StandInPod]:
+    """A stand-in sshd (a login pod, a site's bastion) with no authorized keys: it takes only the
+    certificates its options trust."""
+    stand_in = StandInPod(tmp_path / "pod", free_port(), authorized_keys=[])
+    yield stand_in
+    stand_in.stop()

@@ -10,7 +10,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session, sessionmaker
@@ -23,18 +22,9 @@ from sup.store.models import User
 from sup.tokens.service import create_token
 from tests.support.keycloak import Realm
 from tests.support.keys import ed25519_key
-from tests.support.sshd import keygen
 
 SCIM_USER = "urn:ietf:params:scim:schemas:core:2.0:User"
 ADMIN = Actor("test", "admin")
-
-
-@pytest.fixture
-def ca_file(tmp_path: Path) -> Path:
-    path = tmp_path / "ca" / "ssh_ca"
-    path.parent.mkdir()
-    keygen(path, "sup-test-ca")
-    return path
 
 
 def _settings(make_settings: Callable[..., Settings], realm: Realm, ca_file: Path, **oidc: Any) -> Settings:

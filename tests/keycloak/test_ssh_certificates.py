@@ -5,12 +5,10 @@ suspended person are refused."""
 
 from __future__ import annotations
 
-import subprocess
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import pytest
 from cryptography.hazmat.primitives.asymmetric import ed25519
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine
@@ -26,40 +24,12 @@ from sup.users.schemas import UserPatch
 from sup.users.service import update_user
 from tests.support.keycloak import Realm
 from tests.support.keys import ed25519_key
-from tests.support.ports import free_port
 from tests.support.sshd import StandInPod, keygen
-
-
-@pytest.fixture
-def ca_file(tmp_path: Path) -> Path:
-    path = tmp_path / "ca" / "ssh_ca"
-    path.parent.mkdir()
-    keygen(path, "sup-test-ca")
-    return path
-
-
-@pytest.fixture
-def pod(tmp_path: Path) -> Iterator[StandInPod]:
-    """A stand-in login pod: sshd with no authorized keys at all, trusting only certificates."""
-    stand_in = StandInPod(tmp_path / "pod", free_port(), authorized_keys=[])
-    yield stand_in
-    stand_in.stop()
 
 
 def _settings(make_settings: Callable[..., Settings], realm: Realm, ca_file: Path, **ca: object) -> Settings:
     oidc = {"issuer": realm.issuer, "audience": "sup", "allow_insecure_http": True}
     return make_settings(oidc=oidc, ssh_ca={"key_file": str(ca_file), **ca})
-
-
-def _login(pod: StandInPod, key: Path, certificate: Path) -> subprocess.CompletedProcess[str]:
-    """`ssh` as root into the stand-in pod with `key` and its certificate (and nothing else)."""
-    return subprocess.run(
-        ["ssh", "-F", "/dev/null", "-p", str(pod.port), "-i", str(key),
-         "-o", f"CertificateFile={certificate}", "-o", "IdentitiesOnly=yes", "-o", "BatchMode=yes",
-         "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR",
-         "root@127.0.0.1", "echo in"],
-        capture_output=True, text=True, timeout=30, check=False,
-    )  # fmt: skip
 
 
 def test_a_person_gets_a_certificate_sshd_accepts_for_them_only(
@@ -102,7 +72,7 @@ def test_a_person_gets_a_certificate_sshd_accepts_for_them_only(
     assert lifetime == timedelta(hours=8) + sshcerts.BACKDATE
     certificate = tmp_path / "id_ed25519-cert.pub"
     certificate.write_text(made["certificate"] + "\n")
-    entered = _login(pod, key, certificate)
+    entered = pod.login_with(key, certificate)
     assert entered.returncode == 0 and entered.stdout.strip() == "in", entered.stderr
 
     # The audit log names the serial and the key: what a site needs to find the certificate again.
@@ -120,7 +90,7 @@ def test_a_person_gets_a_certificate_sshd_accepts_for_them_only(
     assert lee_answer.status_code == 201
     lee_certificate = tmp_path / "lee_ed25519-cert.pub"
     lee_certificate.write_text(lee_answer.json()["certificate"] + "\n")
-    assert _login(pod, lee_key, lee_certificate).returncode != 0
+    assert pod.login_with(lee_key, lee_certificate).returncode != 0
 
     # Expired, and signed by another CA: refused by sshd.
     ca_key = sshcerts.load_ca_key(ca_file.read_bytes())
@@ -129,13 +99,13 @@ def test_a_person_gets_a_certificate_sshd_accepts_for_them_only(
         lifetime=timedelta(hours=1), extensions=["permit-pty"],
     )  # fmt: skip
     certificate.write_text(old.line + "\n")
-    assert _login(pod, key, certificate).returncode != 0
+    assert pod.login_with(key, certificate).returncode != 0
     stranger = sshcerts.sign_user_certificate(
         ed25519.Ed25519PrivateKey.generate(), public, principal="kim", serial=2, key_id="forged",
         now=datetime.now(UTC), lifetime=timedelta(hours=1), extensions=["permit-pty"],
     )  # fmt: skip
     certificate.write_text(stranger.line + "\n")
-    assert _login(pod, key, certificate).returncode != 0
+    assert pod.login_with(key, certificate).returncode != 0
 
     # Bad requests: a longer validity than the site allows, another account's key, a private key.
     too_long = {"public_key": public, "validity_hours": 9}

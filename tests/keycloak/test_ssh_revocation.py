@@ -4,8 +4,7 @@ as its `RevokedKeys` file refuses the certificate it took while the person was a
 
 from __future__ import annotations
 
-import subprocess
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -20,27 +19,10 @@ from sup.ssh_ca import router as ssh_ca_router
 from sup.store.audit import Actor
 from sup.tokens.service import create_token
 from tests.support.keycloak import Realm
-from tests.support.ports import free_port
 from tests.support.sshd import StandInPod, keygen
 from tests.support.sshd import fingerprint as sshd_fingerprint
 
 LIST = "/api/v1/ssh-ca/revoked-keys"
-
-
-@pytest.fixture
-def ca_file(tmp_path: Path) -> Path:
-    path = tmp_path / "ca" / "ssh_ca"
-    path.parent.mkdir()
-    keygen(path, "sup-test-ca")
-    return path
-
-
-@pytest.fixture
-def pod(tmp_path: Path) -> Iterator[StandInPod]:
-    """A stand-in for a site's bastion: sshd with no authorized keys, trusting only certificates."""
-    stand_in = StandInPod(tmp_path / "bastion", free_port(), authorized_keys=[])
-    yield stand_in
-    stand_in.stop()
 
 
 @pytest.fixture
@@ -107,17 +89,6 @@ def _log(pod: StandInPod) -> str:
     return (pod.directory / "sshd.log").read_text()
 
 
-def _login(pod: StandInPod, key: Path) -> subprocess.CompletedProcess[str]:
-    """`ssh` as root into the stand-in with `key` and its certificate (and nothing else)."""
-    return subprocess.run(
-        ["ssh", "-F", "/dev/null", "-p", str(pod.port), "-i", str(key),
-         "-o", f"CertificateFile={key}-cert.pub", "-o", "IdentitiesOnly=yes", "-o", "BatchMode=yes",
-         "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR",
-         "root@127.0.0.1", "echo in"],
-        capture_output=True, text=True, timeout=30, check=False,
-    )  # fmt: skip
-
-
 def test_a_suspended_persons_key_is_listed_until_they_are_active_again(
     site: TestClient, realm: Realm, tmp_path: Path
 ) -> None:
@@ -170,16 +141,16 @@ def test_a_real_sshd_refuses_the_certificate_once_the_served_list_names_its_key(
         "-o", f"AuthorizedPrincipalsFile={pod.directory / 'principals'}",
         "-o", f"RevokedKeys={revoked}",
     )  # fmt: skip
-    entered = _login(pod, kim)
+    entered = pod.login_with(kim)
     assert entered.returncode == 0 and entered.stdout.strip() == "in", entered.stderr
     revoked.write_text("")  # an empty file revokes nothing either
-    assert _login(pod, kim).returncode == 0
+    assert pod.login_with(kim).returncode == 0
 
     admin = _admin(site)
     _set_active(site, admin, "kim", False)
     revoked.write_bytes(site.get(LIST).content)
     assert len(revoked.read_text().splitlines()) == 2
-    refused = _login(pod, kim)
+    refused = pod.login_with(kim)
     assert refused.returncode != 0 and "in" not in refused.stdout
     # Refused for the list, the certificate itself by its plain key's line.
     assert f"ED25519-CERT {fingerprint} revoked by file {revoked}" in _log(pod)
@@ -188,7 +159,7 @@ def test_a_real_sshd_refuses_the_certificate_once_the_served_list_names_its_key(
     # keep the old file, not remove it).
     _set_active(site, admin, "kim", True)
     revoked.write_bytes(site.get(LIST).content)
-    assert _login(pod, kim).returncode == 0
+    assert pod.login_with(kim).returncode == 0
     revoked.unlink()
-    assert _login(pod, kim).returncode != 0
+    assert pod.login_with(kim).returncode != 0
     assert f"ED25519-CERT {fingerprint} in revoked keys file {revoked}: No such file" in _log(pod)

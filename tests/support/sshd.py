@@ -136,6 +136,17 @@ class StandInPod:
     def stop(self) -> None:
         stop_process(self.process)
 
+    def login_with(self, key: Path, certificate: Path | None = None) -> subprocess.CompletedProcess[str]:
+        """`ssh` as root into this sshd with `key` and its certificate (`KEY-cert.pub` unless named)
+        and nothing else, running `echo in`."""
+        return subprocess.run(
+            ["ssh", "-F", "/dev/null", "-p", str(self.port), "-i", str(key),
+             "-o", f"CertificateFile={certificate or f'{key}-cert.pub'}", "-o", "IdentitiesOnly=yes",
+             "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+             "-o", "LogLevel=ERROR", "root@127.0.0.1", "echo in"],
+            capture_output=True, text=True, timeout=30, check=False,
+        )  # fmt: skip
+
 
 class SshClient:
     """OpenSSH's client with its own config file (`-F`), which `ssh -J` passes on to the jump: the
