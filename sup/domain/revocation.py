@@ -28,18 +28,24 @@ class SignedKey:
 def signed_key(username: str, after: Mapping[str, Any] | None) -> SignedKey | None:
     """The certificate a `sign_certificate` audit entry records, or None when the entry cannot say
     which key it certified (entries written before SUP recorded `public_key`) or is malformed."""
-    if after is None:
+    key = (after or {}).get("public_key")
+    valid_before = valid_before_of(after)
+    if not isinstance(key, str) or valid_before is None or len(key.split()) != 2:
         return None
-    key, until = after.get("public_key"), after.get("valid_before")
-    if not isinstance(key, str) or not isinstance(until, str) or len(key.split()) != 2:
+    return SignedKey(username, key, valid_before)
+
+
+def valid_before_of(after: Mapping[str, Any] | None) -> datetime | None:
+    """When the certificate a `sign_certificate` entry records expires; None when the entry does
+    not say in a form that can be compared with now (SUP writes aware ISO times)."""
+    until = (after or {}).get("valid_before")
+    if not isinstance(until, str):
         return None
     try:
         valid_before = datetime.fromisoformat(until)
     except ValueError:
         return None
-    if valid_before.tzinfo is None:
-        return None  # SUP writes aware times; a naive one cannot be compared with now
-    return SignedKey(username, key, valid_before)
+    return valid_before if valid_before.tzinfo is not None else None
 
 
 def revoked_keys(signed: Iterable[SignedKey], active: Mapping[str, bool], now: datetime) -> list[str]:

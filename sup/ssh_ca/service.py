@@ -11,16 +11,15 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Collection
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from sup.config.ssh_ca import MAX_VALIDITY_HOURS, SshCaSettings
 from sup.domain import sshcerts
-from sup.domain.revocation import revoked_keys, signed_key
+from sup.domain.revocation import revoked_keys, signed_key, valid_before_of
 from sup.domain.sshkeys import InvalidSshKey, parse_ssh_public_key
 from sup.errors import ConfigurationError, Conflict, FieldError, Forbidden, InvalidInput
 from sup.store.audit import Actor, entries_since, record
@@ -141,29 +140,15 @@ def names_on_live_certificates(
     a login pod, a site's own) admits it as whoever holds that username then. So a username whose
     holder was removed or renamed may not be given to somebody else until these have expired
     (sup/users/service.py asks before it does): otherwise the previous holder's certificate would
-    log in as the new person. Reads only the signings of the last MAX_VALIDITY_HOURS."""
-    wanted = set(usernames)
-    if not wanted:
-        return {}
-    entries = entries_since(session, "sign_certificate", now - timedelta(hours=MAX_VALIDITY_HOURS))
+    log in as the new person. Reads only these names' signings of the last MAX_VALIDITY_HOURS,
+    through the audit log's index on the resource (a create is not a scan of a day's signings)."""
+    since = now - timedelta(hours=MAX_VALIDITY_HOURS)
     live: dict[str, datetime] = {}
-    for entry in entries:
-        if entry.resource_type != "user" or entry.resource_name not in wanted:
-            continue
-        until = _valid_before(entry.after)
+    for entry in entries_since(session, "sign_certificate", since, users=usernames):
+        until = valid_before_of(entry.after)
         if until is not None and until > now:
             live[entry.resource_name] = max(until, live.get(entry.resource_name, until))
     return live
-
-
-def _valid_before(after: dict[str, Any] | None) -> datetime | None:
-    """A signing entry's `valid_before` (aware); None when it has none that can be read."""
-    text = (after or {}).get("valid_before")
-    try:
-        until = datetime.fromisoformat(text) if isinstance(text, str) else None
-    except ValueError:
-        return None
-    return until if until is None or until.tzinfo is not None else until.replace(tzinfo=UTC)
 
 
 def name_still_certified(username: str, until: datetime) -> str:
