@@ -77,6 +77,14 @@ def spread(samples: list[float]) -> str:
     )
 
 
+def print_rows(rows: list[tuple[str, str]]) -> None:
+    """The load now, then the rows as a Markdown table (what BENCHMARKS.md records)."""
+    print(f"load average at the end: {os.getloadavg()}")
+    print("| step | result |\n|---|---|")
+    for step, value in rows:
+        print(f"| {step} | {value} |")
+
+
 def ssh(key: Path, user: str, host: str, command: str, known: Path) -> subprocess.CompletedProcess[str]:
     argv = [
         "ssh", "-i", str(key), "-o", "IdentitiesOnly=yes", "-o", "BatchMode=yes",
@@ -261,10 +269,7 @@ def main() -> None:
             jobs.stop()
         slurmdbd.stop()
         slapd.stop()
-    print(f"load average at the end: {os.getloadavg()}")
-    print("| step | result |\n|---|---|")
-    for step, value in rows:
-        print(f"| {step} | {value} |")
+    print_rows(rows)
 
 
 if __name__ == "__main__":

@@ -23,8 +23,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -36,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import httpx
 import yaml
 
-from bench.login_bench import spread
+from bench.login_bench import print_rows, spread
 from sup.store import migrate
 from tests.e2e.login_site import admit_host_to_idle_reporters, slurm_objects, slurm_pod_settings
 from tests.support.cli import run_sup, sup_env
@@ -145,15 +143,8 @@ def main() -> None:
             if signed.done.returncode != 0:
                 raise SystemExit(f"sample {i}: sup ssh login failed: {signed.done.stderr}")
             certified = time.monotonic()
-            with signed.ssh_config.open("a") as ssh_config:
-                ssh_config.write(
-                    f"Host *\n    UserKnownHostsFile {home / '.ssh' / 'known_hosts'}\n"
-                    "    StrictHostKeyChecking accept-new\n    BatchMode yes\n    LogLevel ERROR\n"
-                )
-            shell = subprocess.run(  # noqa: S603 - our argv
-                ["ssh", "-F", str(signed.ssh_config), "cluster", "id -un"],  # noqa: S607 - the person's ssh
-                capture_output=True, text=True, timeout=120, check=False,
-            )  # fmt: skip
+            signed.add_defaults()
+            shell = signed.ssh("id -un", timeout=120)
             in_shell = time.monotonic()
             if shell.returncode != 0 or shell.stdout != f"{PERSON}\n":
                 raise SystemExit(f"sample {i}: ssh cluster failed: {shell.stderr}")
@@ -169,10 +160,7 @@ def main() -> None:
         rows.append(("  of which `ssh cluster` itself", spread(ssh_itself)))
     finally:
         running.close()
-    print(f"load average at the end: {os.getloadavg()}")
-    print("| step | result |\n|---|---|")
-    for step, value in rows:
-        print(f"| {step} | {value} |")
+    print_rows(rows)
 
 
 if __name__ == "__main__":

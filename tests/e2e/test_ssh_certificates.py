@@ -7,7 +7,6 @@ pod goes with the next pass."""
 
 from __future__ import annotations
 
-import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -28,17 +27,6 @@ def realm(keycloak: KeycloakServer) -> Iterator[Realm]:
     realm = keycloak.new_realm()
     yield realm
     keycloak.admin().delete_realm(realm.name)
-
-
-def _ssh_cluster(config: Path, command: str) -> subprocess.CompletedProcess[str]:
-    """What the person types next: `ssh cluster COMMAND`, with nothing but their ssh config."""
-    return subprocess.run(
-        ["ssh", "-F", str(config), "cluster", command],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
 
 
 def test_sup_ssh_login_then_ssh_cluster_lands_in_the_pod_and_a_disabled_person_is_refused(
@@ -66,15 +54,8 @@ def test_sup_ssh_login_then_ssh_cluster_lands_in_the_pod_and_a_disabled_person_i
     signed = sign_in(site.server.url if site.server else "", realm, home, "kim", "pw-kim")
     assert signed.done.returncode == 0, signed.done.stdout + signed.done.stderr
     assert "signed in as kim" in signed.done.stdout
-    with signed.ssh_config.open("a") as config:  # her own defaults, after SUP's block
-        config.write(
-            "Host *\n"
-            f"    UserKnownHostsFile {home / '.ssh' / 'known_hosts'}\n"
-            "    StrictHostKeyChecking accept-new\n"
-            "    BatchMode yes\n"
-            "    LogLevel ERROR\n"
-        )
-    landed = _ssh_cluster(signed.ssh_config, 'echo "$(id -un) $(hostname) $HOME"')
+    signed.add_defaults()
+    landed = signed.ssh('echo "$(id -un) $(hostname) $HOME"')
     assert landed.returncode == 0, landed.stderr
     assert landed.stdout.split() == ["kim", "login-kim-0", "/home/kim"]
     about_kim = site.call("GET", "audit?resource_name=kim&limit=500").json()["items"]
@@ -101,7 +82,7 @@ def test_sup_ssh_login_then_ssh_cluster_lands_in_the_pod_and_a_disabled_person_i
     realm.admin.update_user(kim_id, {"enabled": False})
     site.stack.sup("sync", "keycloak")
     time.sleep(1)  # the gateway's route cache (0.5 s)
-    refused = _ssh_cluster(signed.ssh_config, "id")
+    refused = signed.ssh("id")
     assert refused.returncode == SSH_FAILED and "Permission denied" in refused.stderr, refused.stderr
     started = time.monotonic()
     site.reconcile("kube")

@@ -22,6 +22,27 @@ class SignedIn:
     key: Path  # the key it used (made when missing); its certificate is `{key}-cert.pub`
     ssh_config: Path
 
+    def add_defaults(self) -> None:
+        """The person's own settings after SUP's block, as for ssh run from a script: each host's
+        key recorded on first sight and trusted after, no prompt, only errors printed."""
+        with self.ssh_config.open("a") as config:
+            config.write(
+                "Host *\n"
+                f"    UserKnownHostsFile {self.ssh_config.parent / 'known_hosts'}\n"
+                "    StrictHostKeyChecking accept-new\n"
+                "    BatchMode yes\n"
+                "    LogLevel ERROR\n"
+            )
+
+    def ssh(
+        self, command: str, host: str = "cluster", timeout: float = 180
+    ) -> subprocess.CompletedProcess[str]:
+        """What the person types next: `ssh HOST COMMAND`, with nothing but their ssh config."""
+        return subprocess.run(
+            ["ssh", "-F", str(self.ssh_config), host, command],
+            capture_output=True, text=True, timeout=timeout, check=False,
+        )  # fmt: skip
+
 
 def sign_in(sup_url: str, realm: Realm, home: Path, username: str, password: str) -> SignedIn:
     """Run the client for `home` (~/.ssh/id_ed25519 and ~/.ssh/config there) and approve the code as
