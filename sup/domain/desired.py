@@ -17,6 +17,7 @@ The rules that are the same for every target live here:
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -182,59 +183,81 @@ def _provisioned(user: StoredUser, policy: Policy) -> bool:
 def derive(snapshot: StoreSnapshot, policy: Policy) -> DesiredState:
     users: dict[str, DesiredUser] = {}
     for u in snapshot.users:
-        if not _provisioned(u, policy):
-            continue
-        users[u.username] = DesiredUser(
-            username=u.username,
-            uid_number=u.uid_number,
-            gid_number=u.primary_gid,
-            display_name=u.display_name,
-            given_name=u.given_name,
-            family_name=u.family_name,
-            email=u.email,
-            home_directory=u.home_directory,
-            login_shell=u.login_shell if u.active else policy.nologin_shell,
-            ssh_public_keys=u.ssh_public_keys if u.active else (),
-            active=u.active,
-            default_account=u.default_account,
-            suspended_at=None if u.active else u.suspended_at,
-        )
+        desired_user = derive_user(u, policy)
+        if desired_user is not None:
+            users[u.username] = desired_user
     active = frozenset(name for name, user in users.items() if user.active)
-
     groups: dict[str, DesiredGroup] = {}
     for g in snapshot.groups:
-        if g.private_for is not None and g.private_for not in users:
-            continue  # a private group exists exactly as long as its user is provisioned
-        groups[g.name] = DesiredGroup(
-            name=g.name,
-            gid_number=g.gid_number,
-            description=g.description,
-            members=g.members & active,
-            private=g.private_for is not None,
-        )
-
-    accounts: dict[str, DesiredAccount] = {}
-
-    def members_of(group: str | None) -> frozenset[str]:
-        return groups[group].members if group is not None and group in groups else frozenset()
-
-    for a in snapshot.accounts:
-        accounts[a.name] = DesiredAccount(
-            name=a.name,
-            parent=a.parent,
-            description=a.description,
-            organization=a.organization,
-            fairshare=a.fairshare,
-            qos=a.qos,
-            default_qos=a.default_qos,
-            partitions=a.partitions,
-            limits=dict(a.limits),
-            members=members_of(a.group),
-            coordinators=members_of(a.coordinators),
-        )
+        desired_group = derive_group(g, users, active)
+        if desired_group is not None:
+            groups[g.name] = desired_group
+    accounts = {a.name: derive_account(a, groups) for a in snapshot.accounts}
     return DesiredState(
         users=users,
         groups=groups,
         accounts=accounts,
         plain_keys_in_login_pods=policy.plain_keys_in_login_pods,
+    )
+
+
+# One object at a time: `derive` is these over the whole snapshot, and a pass scoped to a few users
+# re-derives just what they touch with the same three (sup/reconcile/desired_cache.py).
+
+
+def derive_user(u: StoredUser, policy: Policy) -> DesiredUser | None:
+    """The user as every target should hold them, or None when SUP does not provision them."""
+    if not _provisioned(u, policy):
+        return None
+    return DesiredUser(
+        username=u.username,
+        uid_number=u.uid_number,
+        gid_number=u.primary_gid,
+        display_name=u.display_name,
+        given_name=u.given_name,
+        family_name=u.family_name,
+        email=u.email,
+        home_directory=u.home_directory,
+        login_shell=u.login_shell if u.active else policy.nologin_shell,
+        ssh_public_keys=u.ssh_public_keys if u.active else (),
+        active=u.active,
+        default_account=u.default_account,
+        suspended_at=None if u.active else u.suspended_at,
+    )
+
+
+def derive_group(
+    g: StoredGroup, users: Mapping[str, DesiredUser], active: AbstractSet[str]
+) -> DesiredGroup | None:
+    """The group with its active, provisioned members (`users`: the provisioned ones, `active`:
+    those of them active), or None for the private group of a user SUP does not provision."""
+    if g.private_for is not None and g.private_for not in users:
+        return None  # a private group exists exactly as long as its user is provisioned
+    return DesiredGroup(
+        name=g.name,
+        gid_number=g.gid_number,
+        description=g.description,
+        members=g.members & active,
+        private=g.private_for is not None,
+    )
+
+
+def derive_account(a: StoredAccount, groups: Mapping[str, DesiredGroup]) -> DesiredAccount:
+    """The account with the active, provisioned members of its bound and coordinators groups."""
+
+    def members_of(group: str | None) -> frozenset[str]:
+        return groups[group].members if group is not None and group in groups else frozenset()
+
+    return DesiredAccount(
+        name=a.name,
+        parent=a.parent,
+        description=a.description,
+        organization=a.organization,
+        fairshare=a.fairshare,
+        qos=a.qos,
+        default_qos=a.default_qos,
+        partitions=a.partitions,
+        limits=dict(a.limits),
+        members=members_of(a.group),
+        coordinators=members_of(a.coordinators),
     )

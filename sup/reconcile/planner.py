@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -27,6 +28,7 @@ from sup.domain.desired import DesiredState, Policy, derive
 from sup.domain.guards import Spent, budget_refusal, mass_change
 from sup.domain.status import PassState, SyncState
 from sup.reconcile import metrics
+from sup.reconcile.desired_cache import DesiredCache
 from sup.reconcile.status import record_statuses
 from sup.reconcile.steps import STEPS, DesiredStep, adjusted, prepare
 from sup.reconcile.targets import TargetOpener, store_lock
@@ -102,13 +104,52 @@ def policy_of(settings: Settings) -> Policy:
     )
 
 
-def desired_state(sessions: sessionmaker[Session], settings: Settings) -> DesiredState:
+def desired_state(
+    sessions: sessionmaker[Session], settings: Settings, cache: DesiredCache | None = None
+) -> DesiredState:
+    """The whole store's desired state (and, with the reconciler's `cache`, kept for its next pass)."""
+    with _snapshot_session(sessions) as session:
+        if cache is None:
+            return derive(load_snapshot(session), policy_of(settings))
+        return cache.full(session, policy_of(settings))
+
+
+@contextmanager
+def _snapshot_session(sessions: sessionmaker[Session]) -> Iterator[Session]:
     with sessions() as session:
         if is_postgresql(session):
             # The snapshot is several queries: they must see one moment, or a user created between
             # two of them shows up as a member nobody knows.
             session.connection(execution_options={"isolation_level": "REPEATABLE READ"})
-        return derive(load_snapshot(session), policy_of(settings))
+        yield session
+
+
+def _load_desired(
+    sessions: sessionmaker[Session],
+    settings: Settings,
+    enabled: Sequence[TargetSpec[Any]],
+    scope: Scope | None,
+    cache: DesiredCache | None,
+) -> DesiredState:
+    """The desired state a pass plans from: in a scoped pass with a cache, the kept one with what
+    the scope can have changed reloaded, when every target will plan only the scope from it; a
+    target that reads everything plans from everything (the kept state is current for the scope
+    only, not for what other processes' passes may have covered)."""
+    if not enabled:
+        return DesiredState()  # no target to read: the store need not be either
+    if scope is not None and cache is not None:
+        with _snapshot_session(sessions) as session:
+            patched = cache.scoped(session, policy_of(settings), scope)
+        if patched is not None and all(_stays_scoped(spec, settings, scope, patched) for spec in enabled):
+            return patched
+    return desired_state(sessions, settings, cache)
+
+
+def _stays_scoped(spec: TargetSpec[Any], settings: Settings, scope: Scope, desired: DesiredState) -> bool:
+    section = settings.target_settings(spec)
+    if section is None:
+        return True  # not configured: the pass reports it and reads nothing
+    return spec.can_scope is not None and spec.can_scope(section, scope, desired)
 
 
 def _selected(specs: Sequence[TargetSpec[Any]], only: Sequence[str] | None) -> list[TargetSpec[Any]]:
@@ -134,6 +175,7 @@ def run_pass(
     specs: Sequence[TargetSpec[Any]] = SPECS,
     actor: Actor = RECONCILER,
     steps: Sequence[DesiredStep] = STEPS,
+    cache: DesiredCache | None = None,
 ) -> Pass:
     """Plan (and with `apply`, reconcile) every selected target against the store. `progress` is
     told each step as it starts ("store", then each target's name; the targets run side by side),
@@ -151,6 +193,7 @@ def run_pass(
     `specs` are the targets there are (the registry's; tests pass a fake one); `opener`, if given,
     opens each target from its context instead of its spec's factory. `steps` adjust the desired
     state before the targets plan (sup/reconcile/steps.py; their writes only in a full applying pass).
+    `cache`: the desired state kept between the reconciler's passes (sup/reconcile/desired_cache.py).
     """
     selected = _selected(specs, only)
     with sessions() as session:
@@ -159,8 +202,7 @@ def run_pass(
     step = progress or (lambda _: None)
     step("store")
     enabled = [spec for spec in selected if settings.target_enabled(spec.name)]
-    # No target to read: the store need not be either (an API-only deployment's passes cost nothing).
-    desired = desired_state(sessions, settings) if enabled else DesiredState()
+    desired = _load_desired(sessions, settings, enabled, scope, cache)
     if enabled:
         names = [spec.name for spec in enabled]
         desired = prepare(

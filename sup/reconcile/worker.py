@@ -35,6 +35,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from sup.common import memory
 from sup.config import Settings
 from sup.reconcile import metrics
+from sup.reconcile.desired_cache import DesiredCache
 from sup.reconcile.leader import Lease
 from sup.reconcile.lifecycle import expire_suspended
 from sup.reconcile.planner import Pass, TargetOpener, run_pass
@@ -94,6 +95,9 @@ class Reconciler:
         self._changed_at: float | None = None
         self._failures = 0
         self._retry_at: float | None = None
+        # The desired state kept between passes, so a pass after writes reloads only what they named;
+        # the scheduled full pass renews it, so it is never older than two intervals.
+        self.desired_cache = DesiredCache(max_age=2 * settings.reconcile.interval_seconds)
 
     # --- lifecycle of the thread ----------------------------------------------------------------------
 
@@ -165,6 +169,7 @@ class Reconciler:
         self._next_lease_try = now + self.settings.reconcile.leader_retry_seconds
         if self.lease.try_acquire():
             log.info("this replica is now the active reconciler")
+            self.desired_cache.clear()  # another replica's passes may have covered writes since
             self.state.role = "leader"
             metrics.LEADER.set(1)
             self._next_full = now  # a new leader starts with a full pass
@@ -203,6 +208,7 @@ class Reconciler:
                     specs=self.specs,
                     steps=self.steps,
                     scoped=trigger == "outbox",  # after writes: what they named; else everything
+                    cache=self.desired_cache,
                 )
         except LockTimeout:
             log.warning("a manual reconcile has held the lock for too long; trying again later")
