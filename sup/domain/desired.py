@@ -26,7 +26,7 @@ from sup.domain.gecos import gecos_text
 from sup.domain.login_pods import Route
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class StoredUser:
     """A user as loaded from the store (plain data, no ORM session attached)."""
 
@@ -46,7 +46,7 @@ class StoredUser:
     suspended_at: datetime | None = None  # when the user was deactivated (None while active)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class StoredGroup:
     name: str
     gid_number: int
@@ -55,7 +55,7 @@ class StoredGroup:
     private_for: str | None  # the user whose private group this is
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class StoredAccount:
     name: str
     parent: str
@@ -87,7 +87,7 @@ class Policy:
     plain_keys_in_login_pods: bool = True
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class DesiredUser:
     username: str
     uid_number: int
@@ -119,7 +119,7 @@ class DesiredUser:
         return gecos_text(self.cn, self.username)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class DesiredGroup:
     name: str
     gid_number: int
@@ -128,7 +128,7 @@ class DesiredGroup:
     private: bool
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class DesiredAccount:
     name: str
     parent: str
@@ -226,6 +226,9 @@ def derive_user(u: StoredUser, policy: Policy) -> DesiredUser | None:
     )
 
 
+NOBODY: frozenset[str] = frozenset()  # one empty member set for the many groups without members
+
+
 def derive_group(
     g: StoredGroup, users: Mapping[str, DesiredUser], active: AbstractSet[str]
 ) -> DesiredGroup | None:
@@ -237,7 +240,7 @@ def derive_group(
         name=g.name,
         gid_number=g.gid_number,
         description=g.description,
-        members=g.members & active,
+        members=(g.members & active) or NOBODY,
         private=g.private_for is not None,
     )
 

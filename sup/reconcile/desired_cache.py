@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Collection
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -40,13 +39,12 @@ from sup.domain.desired import (
     Policy,
     StoredAccount,
     StoredGroup,
-    StoredUser,
     derive,
     derive_account,
     derive_group,
     derive_user,
 )
-from sup.store.snapshot import load_accounts, load_groups, load_snapshot, load_users
+from sup.store.snapshot import load_accounts, load_groups, load_private_groups, load_snapshot, load_users
 from sup.targets.base import Scope
 
 V = TypeVar("V")
@@ -56,12 +54,13 @@ MAX_RELOAD = 2_000  # users to reload, beyond which loading everything is about 
 
 @dataclass
 class _Kept:
-    """The store as last loaded (patched since), and what was derived from it."""
+    """What was derived from the store as last loaded (patched since), and the little of the store
+    itself a patch needs: shared groups with all their members (active or not), and who owns which
+    private group. Users are not kept as loaded: a patch reloads every user it re-derives."""
 
     policy: Policy
     loaded_at: float  # time.monotonic() of the last full load
-    stored_users: dict[str, StoredUser]
-    stored_groups: dict[str, StoredGroup]
+    shared: dict[str, StoredGroup]  # the groups that are nobody's private group
     private_of: dict[str, str]  # username -> their private group's name
     stored_accounts: tuple[StoredAccount, ...]
     users: dict[str, DesiredUser]
@@ -88,8 +87,7 @@ class DesiredCache:
         kept = _Kept(
             policy=policy,
             loaded_at=time.monotonic(),
-            stored_users={u.username: u for u in snapshot.users},
-            stored_groups={g.name: g for g in snapshot.groups},
+            shared={g.name: g for g in snapshot.groups if g.private_for is None},
             private_of={g.private_for: g.name for g in snapshot.groups if g.private_for is not None},
             stored_accounts=snapshot.accounts,
             users=dict(desired.users),
@@ -117,53 +115,54 @@ class DesiredCache:
 
 
 def _patch(session: Session, kept: _Kept, scope: Scope) -> DesiredState | None:
-    if not all(_private_of_scoped(kept, scope.users, name) for name in scope.changed_groups):
-        return None
-    fresh_users = {u.username: u for u in load_users(session, scope.users)}
-    group_names = set(scope.groups)
-    for name in scope.users:
-        for stored in (kept.stored_users.get(name), fresh_users.get(name)):
-            if stored is not None:
-                group_names |= stored.groups
-        group_names.add(kept.private_of.get(name, name))  # a new user's private group has their name
-    fresh_groups = {g.name: g for g in load_groups(session, group_names)}
-    for name in scope.changed_groups:  # a private group that appeared: its user must be in scope
-        group = fresh_groups.get(name)
-        if group is not None and group.private_for not in scope.users:
-            return None
+    users = set(scope.users)
+    if scope.changed_groups & kept.shared.keys():
+        return None  # a shared group's own attributes changed: its members' objects list them
+    fresh_users = {u.username: u for u in load_users(session, users)}
+    names = set(scope.groups)  # the groups to reload: those named, and every group of the users'
+    # (SUP's own writes also mark a group whose member list they change; this holds without them)
+    names.update(g.name for g in kept.shared.values() if not users.isdisjoint(g.members))
+    for user in fresh_users.values():
+        names |= user.groups
+    fresh_groups = {g.name: g for g in load_groups(session, names)}
+    for group in fresh_groups.values():
+        if group.private_for is None and group.name in scope.changed_groups:
+            return None  # a new shared group
+        if group.private_for is not None and group.private_for not in users:
+            return None  # a private group changed without its user: not a write SUP makes
+    shared_names = {
+        name for name in names if name not in fresh_groups or fresh_groups[name].private_for is None
+    }
     members = {m for name in scope.members_only if name in fresh_groups for m in fresh_groups[name].members}
-    extra = members - set(scope.users)
+    extra = members - users
     if len(extra) > MAX_RELOAD:
         return None
     fresh_users.update((u.username, u) for u in load_users(session, extra))
+    reloaded = users | extra
+    private = {g.private_for: g for g in load_private_groups(session, reloaded) if g.private_for}
     if scope.accounts:
         kept.stored_accounts = load_accounts(session)
 
-    reloaded_users = set(scope.users) | extra
-    for name in reloaded_users:
-        _put(kept.stored_users, name, fresh_users.get(name))
-    for name in group_names:
-        group = fresh_groups.get(name)
-        old = kept.stored_groups.get(name)
-        if old is not None and old.private_for is not None and kept.private_of.get(old.private_for) == name:
-            del kept.private_of[old.private_for]
-        _put(kept.stored_groups, name, group)
-        if group is not None and group.private_for is not None:
-            kept.private_of[group.private_for] = name
-
-    for name in reloaded_users:
-        stored = kept.stored_users.get(name)
+    for name in reloaded:
+        stored = fresh_users.get(name)
         desired_user = derive_user(stored, kept.policy) if stored is not None else None
         _put(kept.users, name, desired_user)
         if desired_user is not None and desired_user.active:
             kept.active.add(name)
         else:
             kept.active.discard(name)
-    regroup = group_names | {kept.private_of[name] for name in reloaded_users if name in kept.private_of}
-    for name in regroup:
-        stored_group = kept.stored_groups.get(name)
-        derived = derive_group(stored_group, kept.users, kept.active) if stored_group is not None else None
-        _put(kept.groups, name, derived)
+    for name in reloaded:  # their private groups, which follow them (renamed, gone, unprovisioned)
+        old = kept.private_of.pop(name, None)
+        if old is not None:
+            kept.groups.pop(old, None)
+        own = private.get(name)
+        if own is not None:
+            kept.private_of[name] = own.name
+            _put(kept.groups, own.name, derive_group(own, kept.users, kept.active))
+    for name in shared_names:
+        _put(kept.shared, name, fresh_groups.get(name))
+        shared = kept.shared.get(name)
+        _put(kept.groups, name, derive_group(shared, kept.users, kept.active) if shared else None)
     groups = dict(kept.groups)
     return DesiredState(
         users=dict(kept.users),
@@ -171,14 +170,6 @@ def _patch(session: Session, kept: _Kept, scope: Scope) -> DesiredState | None:
         accounts={a.name: derive_account(a, groups) for a in kept.stored_accounts},
         plain_keys_in_login_pods=kept.policy.plain_keys_in_login_pods,
     )
-
-
-def _private_of_scoped(kept: _Kept, users: Collection[str], group: str) -> bool:
-    """Whether `group` is (or, new, will be) the private group of one of `users`."""
-    known = kept.stored_groups.get(group)
-    if known is not None:
-        return known.private_for is not None and known.private_for in users
-    return group in users  # checked again once loaded: it must be that user's private group
 
 
 def _put(mapping: dict[str, V], name: str, value: V | None) -> None:

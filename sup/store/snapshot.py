@@ -84,6 +84,19 @@ def load_groups(session: Session, names: Collection[str]) -> list[StoredGroup]:
     return found
 
 
+def load_private_groups(session: Session, owners: Collection[str]) -> list[StoredGroup]:
+    """The private groups of the users of these names (a private group has no members)."""
+    found: list[StoredGroup] = []
+    for chunk in _chunks(owners):
+        query = select(*GROUP_COLUMNS, User.username).join(User, Group.private_user_id == User.id)
+        for group_id, name, gid, description, owner_id, owner in session.execute(
+            query.where(User.username.in_(chunk))
+        ):
+            owner_of: dict[int, str] = {owner_id: owner} if owner_id is not None else {}
+            found.append(_group((group_id, name, gid, description, owner_id), {}, owner_of))
+    return found
+
+
 def load_accounts(session: Session) -> tuple[StoredAccount, ...]:
     """Every Slurm account (a site has a few hundred at most), without reading every group."""
     accounts = list(session.scalars(select(SlurmAccount)))
