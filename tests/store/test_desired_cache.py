@@ -85,6 +85,12 @@ def _bulk_create(site: Site) -> None:
         create_users(session, site.settings, ACTOR, specs, "api")
 
 
+def _reactivation(site: Site) -> None:
+    site.update_user("saul", active=False)
+    site.keep()
+    site.update_user("saul", active=True)
+
+
 def _account_change(site: Site) -> None:
     with site.sessions.begin() as session:
         update_account(session, ACTOR, "phys", SlurmAccountPatch(fairshare=5))
@@ -95,11 +101,7 @@ WRITES: dict[str, Callable[[Site], Any]] = {
     "users created in bulk": _bulk_create,
     "a user's name and keys": lambda s: s.update_user("kim", display_name="Kim W", ssh_public_keys=[]),
     "a suspension": lambda s: s.update_user("saul", active=False),
-    "a reactivation": lambda s: (
-        s.update_user("saul", active=False),
-        s.keep(),
-        s.update_user("saul", active=True),
-    ),
+    "a reactivation": _reactivation,
     "a user's groups replaced": lambda s: s.update_user("kim", groups=["leads"]),
     "a member added": lambda s: s.member("physics", "lee"),
     "a member removed": lambda s: s.member("physics", "saul", present=False),
@@ -184,8 +186,13 @@ def test_the_reconcilers_scoped_pass_loads_only_the_marked_users(
     scoping = scoping.__class__(**{**scoping.__dict__, "can_scope": lambda section, scope, desired: True})
     cache = DesiredCache(max_age=3600)
     full_loads: list[int] = []
-    real = desired_cache.load_snapshot
-    monkeypatch.setattr(desired_cache, "load_snapshot", lambda s: full_loads.append(1) or real(s))
+    real = load_snapshot
+
+    def counted(session: Session) -> Any:
+        full_loads.append(1)
+        return real(session)
+
+    monkeypatch.setattr(desired_cache, "load_snapshot", counted)
 
     def reconcile(**kw: Any) -> None:
         assert run_pass(settings, sessions, apply=True, specs=[kw.pop("spec", scoping)], cache=cache, **kw).ok
