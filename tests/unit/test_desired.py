@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from sup.domain.desired import Policy, StoredAccount, StoredGroup, StoredUser, StoreSnapshot, derive
 
 
@@ -54,7 +56,7 @@ def test_access_groups_limit_who_is_provisioned() -> None:
 def test_default_account_and_coordinators_follow_the_store() -> None:
     kim = user("kim", 10000, groups=frozenset({"physics"}))
     locked = user("saul", 10001, active=False, groups=frozenset({"physics"}))
-    kim = StoredUser(**{**kim.__dict__, "default_account": "phys"})
+    kim = dataclasses.replace(kim, default_account="phys")
     base = snapshot(kim, locked)
     account = StoredAccount(
         "phys", "root", None, None, 10, (), None, (), {}, group="physics", coordinators="physics"
