@@ -102,7 +102,10 @@ def create_app(settings: Settings, engine: Engine | None = None, *, reconciler: 
     app.state.token_cache = TokenCache()  # successful bearer lookups, 5 s (sup/api/token_cache.py)
 
     # Each router carries its full path (API_PREFIX included): route templates in metrics stay exact.
+    # A request is matched against the routes in this order: SCIM first, the most frequent (an IdP
+    # looks each person up on every sync cycle) and under a prefix no other router uses.
     routers = (
+        scim_router,
         users_router,
         user_status_router,
         groups_router,
@@ -112,7 +115,6 @@ def create_app(settings: Settings, engine: Engine | None = None, *, reconciler: 
         whoami_router,
         audit_router,
         health_router,
-        scim_router,
         sources_router,
         me_router,
         admin_router,

@@ -27,6 +27,7 @@ from sup.api.oidc import InvalidToken
 from sup.api.ratelimit import retry_after_seconds
 from sup.domain.roles import Role
 from sup.domain.tokens import may_be_token
+from sup.scim import lookup
 from sup.scim.errors import SCIM_PREFIX, RateLimited, ScimRoute, ServiceUnavailable
 from sup.scim.metrics import SCIM_REQUESTS
 from sup.scim.oauth import IssuerUnavailable, TooManyChecks
@@ -76,9 +77,25 @@ Connection = Annotated[ApiContext, Depends(connection)]
 async def _serve(request: Request, ctx: ApiContext, operation: Operation) -> Response:
     scim = runtime(request.app)
     parsed = await scim_request(request, subject=ctx.actor.name)
-    response = http_response(await run_in_threadpool(scim.serve, ctx, parsed, operation))
+    served = await run_in_threadpool(scim.serve, ctx, parsed, operation)
+    return _counted(ctx, operation, http_response(served))
+
+
+def _counted(ctx: ApiContext, operation: Operation, response: Response) -> Response:
     SCIM_REQUESTS.labels(ctx.actor.name, operation.name, str(response.status_code)).inc()
     return response
+
+
+async def _search_users(request: Request, ctx: Connection) -> Response:
+    """GET /Users: the IdPs' lookup by userName on its short path (sup/scim/lookup.py), any other
+    search on the generic one."""
+    query = request.query_params
+    found = lookup.lookup_of(query, repeated=len(query.multi_items()) != len(query))
+    if found is None:
+        return await _serve(request, ctx, Operation.search)
+    service = runtime(request.app).service
+    answered = await run_in_threadpool(lookup.answer, service, ctx.engine, base_url(request), found)
+    return _counted(ctx, Operation.search, http_response(answered))
 
 
 # --- discovery (RFC 7644 §4): no token -------------------------------------------------------------
@@ -145,7 +162,10 @@ for _endpoint, _kind in (("Users", "users"), ("Groups", "groups")):
         return await _serve(request, ctx, Operation.delete)
 
     router.add_api_route(
-        f"/{_endpoint}", _search, methods=["GET"], summary=f"List or filter {_kind} (RFC 7644 §3.4.2)"
+        f"/{_endpoint}",
+        _search_users if _endpoint == "Users" else _search,
+        methods=["GET"],
+        summary=f"List or filter {_kind} (RFC 7644 §3.4.2)",
     )
     router.add_api_route(f"/{_endpoint}", _create, methods=["POST"], summary=f"Create one of the {_kind}")
     router.add_api_route(
