@@ -64,7 +64,7 @@ class _Service(SupScimService):
         if search_request.cursor is not None or page.total is None:
             return super().search_response(base_url, resource_types, page, search_request)
         dumped = [
-            self.publish(base_url, resource).model_dump(
+            self._published_in_place(base_url, resource).model_dump(
                 scim_ctx=Context.RESOURCE_QUERY_RESPONSE, response_parameters=search_request
             )
             for resource in page.resources
@@ -77,6 +77,18 @@ class _Service(SupScimService):
         body = envelope.model_dump(scim_ctx=Context.RESOURCE_QUERY_RESPONSE)
         body["Resources"] = dumped
         return ScimResponse(HTTPStatus.OK, body)
+
+    def _published_in_place(self, base_url: str, resource: Any) -> Any:
+        """`publish` without its deep copy of the resource (a tenth of a lookup's CPU): a page's
+        resources are built by the storage for this one response, and nothing else holds them."""
+        update: dict[str, Any] = {
+            "location": self.resource_location(base_url, self.get_resource_type_of(resource), resource.id)
+        }
+        if not self.etag_supported:
+            update["version"] = None
+        resource.meta = resource.meta.model_copy(update=update)
+        self._publish_references(base_url, resource)
+        return resource
 
 
 # Operations that read one resource and write it back: its row is locked for the transaction.
