@@ -152,10 +152,12 @@ class SqlStorage(ScimStorage):
         self.source = connection_source(connection)
         self.savepoints = savepoints
         self.dialect = session.get_bind().dialect.name
-        # Users read in this transaction, by SCIM id: a PATCH reads its user, then updates it; the
-        # second read would run the same query (keys and groups too) for the same session object.
-        # Not kept across a bulk request's savepoints (a rolled-back one may leave them stale).
+        # Users and groups read in this transaction, by SCIM id: a PATCH reads its resource, then
+        # updates it; the second read would run the same queries (keys, members) for the same
+        # session object. Not kept across a bulk request's savepoints (a rolled-back one may leave
+        # them stale).
         self._read_users: dict[str, StoreUser] = {}
+        self._read_groups: dict[str, StoreGroup] = {}
 
     @contextmanager
     def operation(self) -> Iterator[None]:
@@ -190,6 +192,9 @@ class SqlStorage(ScimStorage):
         return user
 
     def _group(self, scim_id: str) -> StoreGroup:
+        known = self._read_groups.get(scim_id)
+        if known is not None and known in self.session:
+            return known
         query = (
             select(StoreGroup)
             .where(StoreGroup.scim_id == scim_id, StoreGroup.private_user_id.is_(None))
@@ -200,6 +205,8 @@ class SqlStorage(ScimStorage):
         group = self.session.scalars(query).one_or_none()
         if group is None:
             raise NotFoundException(detail=f"no Group with id {scim_id!r}")
+        if not self.savepoints:
+            self._read_groups[scim_id] = group
         return group
 
     def get(
@@ -377,10 +384,18 @@ class SqlStorage(ScimStorage):
         )
 
     def _reloaded_user(self, user: StoreUser) -> StoreUser:
+        scim_id = user.scim_id  # read before the expiry: after it, reading it is a query of its own
         self.session.flush()
         self.session.expire(user)
-        self._read_users.pop(user.scim_id, None)
-        return self._user(user.scim_id)
+        self._read_users.pop(scim_id, None)
+        return self._user(scim_id)
+
+    def _reloaded_group(self, group: StoreGroup) -> StoreGroup:
+        scim_id = group.scim_id
+        self.session.flush()
+        self.session.expire(group)
+        self._read_groups.pop(scim_id, None)
+        return self._group(scim_id)
 
     def update(
         self, resource_type: ResourceType, resource: Resource[Any], *, expected_version: str | None = None
@@ -423,6 +438,7 @@ class SqlStorage(ScimStorage):
             self._check_writable("group", group.name, group.source)
             expected = self._check_version(group.version, expected_version)
             groups.delete_group(self.session, self.settings, self.actor, group.name, expected)
+            self._read_groups.pop(resource_id, None)
             return
         user = self._user(resource_id)
         self._check_writable("user", user.username, user.source)
@@ -565,9 +581,7 @@ class SqlStorage(ScimStorage):
             group, _ = save_group(
                 self.session, self.settings, self.actor, self._group_input(write, name, None), None
             )
-        self.session.flush()
-        self.session.expire(group)
-        return group_resource(self._group(group.scim_id))
+        return group_resource(self._reloaded_group(group))
 
     def _update_group(self, resource: Group, expected_version: str | None) -> Resource[Any]:
         assert resource.id is not None
@@ -583,6 +597,4 @@ class SqlStorage(ScimStorage):
             if exc.field == "name":
                 raise UniquenessException(detail=f"displayName: {exc.message}") from exc
             raise
-        self.session.flush()
-        self.session.expire(group)
-        return group_resource(self._group(group.scim_id))
+        return group_resource(self._reloaded_group(group))
