@@ -458,6 +458,8 @@ class SqlStorage(ScimStorage):
             check_groupname(name, self.settings.reserved_names())
         except InvalidName as exc:
             raise InvalidInput(FieldError("displayName", str(exc))) from exc
+        if holder is not None and name == holder.name:
+            return name  # the group keeps its name: nobody else can hold it (names are unique)
         other = group_by_name(self.session, name)
         if other is not None and other is not holder:
             what = "a user's private group" if other.private_user_id is not None else "another group"
