@@ -24,14 +24,16 @@ from typing import Any
 
 from scim2_server.responses import ScimResponse
 from scim2_server.storage import SearchPage
-from sqlalchemy import and_, bindparam, or_, select
+from sqlalchemy import bindparam, select
 from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.orm import Session, joinedload
+from sqlalchemy.orm import Session
 
 from sup.scim.filtering import MAX_FILTER_LENGTH, MAX_FILTER_VALUE_LENGTH
+from sup.scim.filtering.attributes import user_name_is
 from sup.scim.mapping import USERS_ENDPOINT, comparison_key, user_resource
 from sup.scim.service import SupScimService
-from sup.store.models import Membership, User
+from sup.scim.storage import lookup_options
+from sup.store.models import User
 
 _PARAMETERS = frozenset({"filter", "startIndex", "count"})
 # userName eq "value": one space each side of `eq`, as IdPs send it; the value a JSON string
@@ -40,20 +42,8 @@ _FILTER = re.compile(
     r'(?:urn:ietf:params:scim:schemas:core:2\.0:User:)?username eq "([^"\\\x00-\x1f]*)"', re.IGNORECASE
 )
 
-# The same rows the generic search finds for `userName eq` (sup/scim/filtering/attributes.py):
-# the indexed comparison key, or the POSIX username of a user no IdP has named. Keys and groups
-# come in the same round trip.
-_QUERY = (
-    select(User)
-    .where(
-        or_(
-            User.scim_user_name_key == bindparam("key"),
-            and_(User.scim_user_name_key.is_(None), User.username == bindparam("key")),
-        )
-    )
-    .order_by(User.id)
-    .options(joinedload(User.ssh_keys), joinedload(User.memberships).joinedload(Membership.group))
-)
+# The rows and the loading of the generic search's `userName eq`, built once with the key bound.
+_QUERY = select(User).where(user_name_is(bindparam("key"))).order_by(User.id).options(*lookup_options())
 
 
 @dataclass(frozen=True)

@@ -89,6 +89,12 @@ def _user_options() -> tuple[Any, ...]:
     )
 
 
+def lookup_options() -> tuple[Any, ...]:
+    """A lookup's users (userName eq, externalId eq): keys and groups in the same round trip, not
+    three more queries (1.2-1.6x the requests/s)."""
+    return (joinedload(StoreUser.ssh_keys), joinedload(StoreUser.memberships).joinedload(Membership.group))
+
+
 def _group_options() -> tuple[Any, ...]:
     return (selectinload(StoreGroup.memberships).selectinload(Membership.user),)
 
@@ -109,12 +115,7 @@ class _Query:
 
     def fetch(self, offset: int, limit: int | None) -> list[Resource[Any]]:
         if self.is_user and (self.conditions or (limit is not None and limit <= 10)):
-            # A lookup (userName eq, externalId eq; IdPs send them with count=100 or none): keys and
-            # groups in the same round trip, not three more queries (1.2-1.6x the requests/s).
-            options: tuple[Any, ...] = (
-                joinedload(StoreUser.ssh_keys),
-                joinedload(StoreUser.memberships).joinedload(Membership.group),
-            )
+            options = lookup_options()  # IdPs send lookups with count=100 or none
         else:
             options = _user_options() if self.is_user else _group_options()
         query = select(self.model).where(*self.conditions).order_by(*self.order).offset(offset)

@@ -194,13 +194,16 @@ class UserAttributeMap(AttributeMap):
         """Comparisons with a faster or special form: userName eq (the indexed key), meta.version."""
         path = self.path(binding)
         if path == "userName" and op is CompareOperator.eq and value is not None:
-            key = comparison_key(str(value))
-            return or_(
-                User.scim_user_name_key == key, and_(User.scim_user_name_key.is_(None), User.username == key)
-            )
+            return user_name_is(comparison_key(str(value)))
         if path == "meta.version":
             return _version_condition(User.version, op, value)
         return None
+
+
+def user_name_is(key: Any) -> Condition:
+    """The users whose userName compares equal to `key` (a `comparison_key`, or a bound parameter
+    holding one): the indexed key, or the POSIX username of a user no IdP has named."""
+    return or_(User.scim_user_name_key == key, and_(User.scim_user_name_key.is_(None), User.username == key))
 
 
 class GroupAttributeMap(AttributeMap):
