@@ -146,9 +146,9 @@ class FullStack:
             raise RuntimeError(f"sup token create exited {result.returncode}: {result.stderr[-2000:]}")
         return result.stdout.strip()
 
-    def serve(self, env: dict[str, str], log: str = "serve.log") -> SupServer:
+    def serve(self, env: dict[str, str], log: str = "serve.log", log_level: str = "warning") -> SupServer:
         """`sup serve` with these settings (reconciler on), ready (`/readyz` answers 200)."""
-        return SupServer(env, self.work / log)
+        return SupServer(env, self.work / log, log_level=log_level)
 
     # --- what a node sees ----------------------------------------------------------------------------
 

@@ -242,7 +242,7 @@ def no_change_passes(stack: FullStack, report: Report, passes: int = 3) -> None:
 class Serve:
     """`sup serve` on the stack, with an admin and a SCIM client."""
 
-    def __init__(self, stack: FullStack) -> None:
+    def __init__(self, stack: FullStack, log_level: str = "warning") -> None:
         self.stack = stack
         # Default settings, but the per-connection SCIM rate limit (50/s) would make the load row
         # measure the limiter; the push samples send a few requests each and never meet it.
@@ -251,7 +251,7 @@ class Serve:
         )
         admin = stack.token(env, "bench", "admin")
         self.scim_token = stack.token(env, "bench-scim", "scim")
-        self.server: SupServer = stack.serve(env)
+        self.server: SupServer = stack.serve(env, log_level=log_level)
         self.api = httpx.Client(
             base_url=self.server.url, headers={"Authorization": f"Bearer {admin}"}, timeout=60
         )
@@ -466,6 +466,12 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=10, help="push-to-login samples per source")
     parser.add_argument("--only", default=",".join(PARTS), help=f"comma-separated parts of {','.join(PARTS)}")
     parser.add_argument("--keep-going", action="store_true", help="report a failing step and go on")
+    parser.add_argument(
+        "--serve-log-level",
+        default="warning",
+        help="`sup serve`'s log level; with debug, its serve.log says where each pass's time went "
+        "(the work dir is then kept)",
+    )
     parser.add_argument("--load-seconds", type=float, default=10.0)
     parser.add_argument("--concurrency", type=int, default=16)
     args = parser.parse_args()
@@ -493,7 +499,7 @@ def main() -> None:
             no_change_passes(stack, report)
         if parts & {"push", "load"}:
             with report.step("start sup serve"):
-                serve = Serve(stack)
+                serve = Serve(stack, args.serve_log_level)
                 seconds = serve.settled()
                 report.add(
                     "`sup serve` started: its first (full) pass done, outbox empty", f"{seconds:.1f} s"
@@ -521,8 +527,8 @@ def main() -> None:
         f"start: {started_at}\nend:   {uptime()}\n"
     )
     report.print()
-    if not report.failed:
-        shutil.rmtree(stack.work, ignore_errors=True)  # kept after a failure: serve.log, site.json
+    if not report.failed and args.serve_log_level == "warning":
+        shutil.rmtree(stack.work, ignore_errors=True)  # kept after a failure or on request: serve.log
     if report.failed:
         print(f"\nfailed steps: {', '.join(report.failed)}")
         sys.exit(1)

@@ -16,7 +16,7 @@ spent so far: the store starts counting afresh after it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence, Set
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -64,16 +64,15 @@ def too_many_suspensions(count: int, total: int, limits: MassChangeLimits) -> bo
     return count > limit or (count > MIN_USERS_FOR_SHARE and total > 0 and count / total > share)
 
 
-def mass_change(baseline: Set[str], active: Set[str], limits: MassChangeLimits) -> str | None:
+def mass_change(leaving: Sequence[str], total: int, limits: MassChangeLimits) -> str | None:
     """Why applying would lock or remove too many of the users a target holds active, or None.
 
-    `baseline` is what the target was last left holding active (status rows), not the store: an
-    identity provider that suddenly reports everybody gone changes the store first, and the
-    reconciler is where that must stop before it reaches the cluster. `active`: the users the
-    desired state keeps active.
+    `leaving`: the users the target was last left holding active (status rows, not the store) that
+    the desired state no longer keeps active; `total`: how many it holds active. The status rows,
+    because an identity provider that suddenly reports everybody gone changes the store first, and
+    the reconciler is where that must stop before it reaches the cluster.
     """
-    leaving = sorted(baseline - active)
-    count, total = len(leaving), len(baseline)
+    count = len(leaving)
     if not too_many_suspensions(count, total, limits):
         return None
     return (

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from sqlalchemy import Connection, Engine, select
+from sqlalchemy import Connection, Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from sup.config import Settings
@@ -26,15 +26,15 @@ from sup.config.ssh_ca import plain_keys_taken
 from sup.config.targets import target_context
 from sup.domain.desired import DesiredState, Policy, derive
 from sup.domain.guards import Spent, budget_refusal, mass_change
-from sup.domain.status import PassState, SyncState
+from sup.domain.status import PassState
 from sup.reconcile import metrics
 from sup.reconcile.desired_cache import DesiredCache
+from sup.reconcile.held import HeldUsers
 from sup.reconcile.status import record_statuses
 from sup.reconcile.steps import STEPS, DesiredStep, adjusted, prepare
 from sup.reconcile.targets import TargetOpener, store_lock
 from sup.store import outbox, removals
 from sup.store.audit import Actor, record
-from sup.store.models import TargetStatus
 from sup.store.session import is_postgresql
 from sup.store.snapshot import load_snapshot
 from sup.targets.base import DELETE, AnyDetails, Change, Failure, ObserveError, Scope, TargetError
@@ -201,28 +201,31 @@ def run_pass(
     scope = scope_of(marks) if scoped else None
     step = progress or (lambda _: None)
     step("store")
+    store = _Phases()
     enabled = [spec for spec in selected if settings.target_enabled(spec.name)]
     desired = _load_desired(sessions, settings, enabled, scope, cache)
+    store.done("desired state")
     if enabled:
         names = [spec.name for spec in enabled]
         desired = prepare(
             steps, sessions, settings, desired, names, write=apply and scope is None, actor=actor
         )
-    baselines = {s.name: _active_on_target(sessions, s.name) if apply else frozenset() for s in enabled}
+        store.done("steps")
+    log.debug("%s pass, the store: %s", "scoped" if scope is not None else "full", store)
     window = settings.reconcile.budget_window_seconds
     spent = {s.name: _spent(sessions, s.name, window) if apply else Spent() for s in enabled}
     engine = _engine_of(sessions)
+    held = HeldUsers(sessions, scope)  # the status rows, read when a target needs them
 
     providers = _providers(specs, settings)
-    in_sync = {name: _in_sync_on_target(sessions, name) for name in _needed(enabled, providers)}
     running: dict[str, Future[TargetPass]] = {}
 
-    def gate(spec: TargetSpec[Any]) -> Callable[[DesiredState], DesiredState] | None:
+    def gate(spec: TargetSpec[Any]) -> Gate | None:
         needed = {name for capability in spec.needs for name in providers.get(capability, ())}
         if not needed:
             return None
-        return lambda desired: replace(
-            desired, identity_pending=_pending(desired, needed, in_sync, running, scope)
+        return lambda desired, planned: replace(
+            desired, identity_pending=_pending(desired, needed, held, running, scope, planned)
         )
 
     def one(spec: TargetSpec[Any]) -> TargetPass:
@@ -233,7 +236,7 @@ def run_pass(
             settings,
             engine,
             desired,
-            baselines[spec.name],
+            held if apply else None,
             opener,
             spent=spent[spec.name],
             apply=apply,
@@ -328,24 +331,28 @@ def _providers(specs: Sequence[TargetSpec[Any]], settings: Settings) -> dict[str
     return found
 
 
-def _needed(enabled: Sequence[TargetSpec[Any]], providers: dict[str, list[str]]) -> set[str]:
-    return {name for spec in enabled for c in spec.needs for name in providers.get(c, ())}
+# Given the desired state and the scope the target plans (None: everything), the desired state to plan
+# from: the planner's ordering of a target that needs what another provides.
+Gate = Callable[[DesiredState, Scope | None], DesiredState]
 
 
 def _pending(
     desired: DesiredState,
     providers: set[str],
-    in_sync: dict[str, frozenset[str]],
+    statuses: HeldUsers,
     running: dict[str, Future[TargetPass]],
     scope: Scope | None,
+    planned: Scope | None,
 ) -> frozenset[str]:
-    """The desired users some provider does not hold yet. A provider holds the users it had in sync
-    after earlier passes, and, when it ran in this pass without a target-wide failure, the users the
+    """The desired users some provider does not hold yet, among those the target plans (`planned`:
+    the scope's, or None for all). A provider holds the users it had in sync after earlier passes,
+    and, when it ran in this pass (`scope`: the pass's) without a target-wide failure, the users the
     pass covered (all, or the scope's) whose changes did not fail. Waits for the providers of this
     pass to finish (they apply first)."""
+    candidates = desired.users.keys() if planned is None else desired.users.keys() & planned.users
     pending: set[str] = set()
     for name in providers:
-        held = set(in_sync.get(name, frozenset()))
+        held = set(statuses.in_sync(name, scoped=planned is not None).users)
         future = running.get(name)
         if future is not None:
             result = future.result()
@@ -353,32 +360,8 @@ def _pending(
                 covered = scope.users if result.scoped and scope is not None else desired.users.keys()
                 failed = {f.change.subject for f in result.failed}
                 held |= {user for user in covered if user not in failed}
-        pending |= {user for user in desired.users if user not in held}
+        pending |= {user for user in candidates if user not in held}
     return frozenset(pending)
-
-
-def _in_sync_on_target(sessions: sessionmaker[Session], target: str) -> frozenset[str]:
-    """The users the target held in sync after the passes so far."""
-    with sessions() as session:
-        return frozenset(
-            session.scalars(
-                select(TargetStatus.username).where(
-                    TargetStatus.target == target, TargetStatus.state == SyncState.IN_SYNC
-                )
-            )
-        )
-
-
-def _active_on_target(sessions: sessionmaker[Session], target: str) -> frozenset[str]:
-    """The users the target held active after the passes so far (the mass-change guard's baseline)."""
-    with sessions() as session:
-        return frozenset(
-            session.scalars(
-                select(TargetStatus.username).where(
-                    TargetStatus.target == target, TargetStatus.active.is_(True)
-                )
-            )
-        )
 
 
 def _count(result: TargetPass, seconds: float, apply: bool) -> None:
@@ -418,7 +401,7 @@ def plan_from_session(
     engine = bind if isinstance(bind, Engine) else bind.engine
     return Pass(
         [
-            _one_target(spec, settings, engine, desired, frozenset(), opener, apply=False, force=False)
+            _one_target(spec, settings, engine, desired, None, opener, apply=False, force=False)
             if settings.target_enabled(spec.name)
             else TargetPass(spec.name, PassState.DISABLED)
             for spec in specs
@@ -430,6 +413,11 @@ def _budgeted(changes: Sequence[Change[AnyDetails]], active: frozenset[str]) -> 
     """Deletions that count against reconcile.deletion_budget: all but the leftovers of users the
     target already holds locked (the lifecycle's expiries, counted when those users were locked)."""
     return sum(1 for c in changes if c.action == DELETE and (c.subject is None or c.subject in active))
+
+
+def _stays_active(desired: DesiredState, username: str) -> bool:
+    user = desired.users.get(username)
+    return user is not None and user.active
 
 
 def _engine_of(sessions: sessionmaker[Session]) -> Engine | None:
@@ -445,18 +433,20 @@ def _one_target(
     settings: Settings,
     engine: Engine | None,
     desired: DesiredState,
-    baseline: frozenset[str],
+    held: HeldUsers | None,
     opener: TargetOpener | None,
     *,
     apply: bool,
     force: bool,
     scope: Scope | None = None,
     spent: Spent = Spent(),
-    gate: Callable[[DesiredState], DesiredState] | None = None,
+    gate: Gate | None = None,
 ) -> TargetPass:
-    """`gate`: called after the observation, gives the desired state to plan against (the planner's
+    """`held`: what the targets held after the passes so far (an applying pass's guards need it).
+    `gate`: called after the observation, gives the desired state to plan against (the planner's
     ordering of targets that need what another provides)."""
     name = spec.name
+    phases = _Phases()
     try:
         context = target_context(spec, settings, store_lock(engine))
         target = spec.open(context) if opener is None else opener(name, context)
@@ -470,35 +460,47 @@ def _one_target(
             spec.can_scope is None or not spec.can_scope(context.settings, scope, desired)
         ):
             scope = None
+        phases.done("open")
         observed = target.observe(scope)
+        phases.done("observe")
         if gate is not None:
-            desired = gate(desired)
+            desired = gate(desired, scope)
+            phases.done("wait for providers")
         changes = target.diff(desired, observed, scope)
+        phases.done("plan")
         result = TargetPass(name, PassState.PLANNED, changes=changes, scoped=scope is not None)
         if not apply or not changes:
             return result
+        assert held is not None, "an applying pass reads what the target holds"
+        baseline = held.active(name, scoped=scope is not None)
+        if not baseline.covers({c.subject for c in changes if c.subject is not None}):
+            baseline = held.active(name, scoped=False)  # someone outside the scope: read everyone
         deletions = sum(1 for c in changes if c.action == DELETE)
         limit = settings.reconcile.max_deletions
-        leaving = sorted(baseline - desired.active_usernames())
+        leaving = sorted(u for u in baseline.users if not _stays_active(desired, u))
         refusal = (
             (
                 f"the plan deletes {deletions} objects, more than reconcile.max_deletions={limit}; "
                 "check it with `sup plan` and rerun with --force if it is right"
             )
             if deletions > limit
-            else mass_change(baseline, desired.active_usernames(), settings.reconcile)
-            or budget_refusal(spent, leaving, _budgeted(changes, baseline), len(baseline), settings.reconcile)
+            else mass_change(leaving, baseline.total, settings.reconcile)
+            or budget_refusal(
+                spent, leaving, _budgeted(changes, baseline.users), baseline.total, settings.reconcile
+            )
         )
         if refusal is not None and not force:
             result.state, result.error = PassState.REFUSED, refusal
             return result
         result.overridden = refusal
+        phases.done("guards")
         report = target.apply(changes)
+        phases.done("apply")
         result.applied, result.failed = report.applied, report.failed
         result.state = PassState.PARTIAL if report.failed else PassState.APPLIED
         # Users whose removal went through (a scoped pass touches only the users it names).
         done = {c.subject for c in report.applied} - {f.change.subject for f in report.failed}
-        result.spent = Spent(len(done.intersection(leaving)), _budgeted(report.applied, baseline))
+        result.spent = Spent(len(done.intersection(leaving)), _budgeted(report.applied, baseline.users))
         return result
     except (ObserveError, TargetError) as exc:
         return TargetPass(name, PassState.ERROR, error=str(exc), terminal=exc.terminal)
@@ -507,3 +509,20 @@ def _one_target(
         return TargetPass(name, PassState.ERROR, error=f"unexpected error: {type(exc).__name__}: {exc}")
     finally:
         target.close()
+        log.debug("%s pass, target %s: %s", "scoped" if scope is not None else "full", name, phases)
+
+
+class _Phases:
+    """How long each step took, for the debug log: where a pass's time goes, on a real site."""
+
+    def __init__(self) -> None:
+        self._last = time.perf_counter()
+        self._steps: list[tuple[str, float]] = []
+
+    def done(self, step: str) -> None:
+        now = time.perf_counter()
+        self._steps.append((step, now - self._last))
+        self._last = now
+
+    def __str__(self) -> str:
+        return ", ".join(f"{step} {seconds:.3f} s" for step, seconds in self._steps)

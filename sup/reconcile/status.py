@@ -13,7 +13,7 @@ from typing import Any
 from sqlalchemy import delete, insert, select, update
 from sqlalchemy.orm import Session
 
-from sup.domain.desired import DesiredState
+from sup.domain.desired import DesiredState, DesiredUser
 from sup.domain.status import SyncState
 from sup.store.models import TargetStatus, utcnow
 from sup.targets.base import Failure
@@ -35,7 +35,8 @@ def record_statuses(
     now active on the target (the mass-change guard's baseline); an error keeps what was there.
     Rows of users no longer desired are dropped once their removal went through.
 
-    `only`: the pass looked at these users alone (a scoped pass): the others' rows stay as they are.
+    `only`: the pass looked at these users alone (a scoped pass): the others' rows stay as they are,
+    and are not read (at most planner.MAX_SCOPED_USERS names: one IN list).
 
     Every pass calls this for every user, so it reads plain rows and writes only the rows that change,
     in bulk statements (ORM objects for 10,000 unchanged rows cost most of a no-change pass)."""
@@ -43,25 +44,24 @@ def record_statuses(
     for failure in failures:
         if failure.change.subject is not None:
             errors.setdefault(failure.change.subject, failure.error)
+    query = select(
+        TargetStatus.username,
+        TargetStatus.state,
+        TargetStatus.active,
+        TargetStatus.last_error,
+        TargetStatus.attempts,
+    ).where(TargetStatus.target == target)
+    if only is not None:
+        query = query.where(TargetStatus.username.in_(sorted(only)))
     rows: dict[str, tuple[str, bool, str | None, int]] = {
         username: (state, active, last_error, attempts)
-        for username, state, active, last_error, attempts in session.execute(
-            select(
-                TargetStatus.username,
-                TargetStatus.state,
-                TargetStatus.active,
-                TargetStatus.last_error,
-                TargetStatus.attempts,
-            ).where(TargetStatus.target == target)
-        )
-        if only is None or username in only
+        for username, state, active, last_error, attempts in session.execute(query)
     }
     now = utcnow()
     inserts: list[dict[str, Any]] = []
     updates: list[dict[str, Any]] = []
-    for username, user in desired.users.items():
-        if only is not None and username not in only:
-            continue
+    looked_at = desired.users.items() if only is None else _among(desired, only)
+    for username, user in looked_at:
         message = _clip(target_error or errors.get(username))
         state = SyncState.ERROR if message else SyncState.IN_SYNC
         row = rows.pop(username, None)
@@ -97,6 +97,10 @@ def record_statuses(
                 TargetStatus.target == target, TargetStatus.username.in_(gone[start : start + 500])
             )
         )
+
+
+def _among(desired: DesiredState, only: frozenset[str]) -> list[tuple[str, DesiredUser]]:
+    return [(name, desired.users[name]) for name in sorted(only) if name in desired.users]
 
 
 def _clip(message: str | None) -> str | None:

@@ -255,3 +255,68 @@ def test_a_provider_not_in_the_pass_counts_by_its_statuses(
     add_users(sessions, alone, "saul")
     run_pass(alone, sessions, apply=True, specs=specs[:1])
     assert sched.system == {"kim": 10000, "saul": 10001}
+
+
+def _scoped(settings: Settings, sessions: sessionmaker[Session], *specs: Any) -> Pass:
+    """A pass after writes (as the reconciler runs one) over targets that can plan just the scope."""
+    return run_pass(settings, sessions, apply=True, scoped=True, specs=specs)
+
+
+def test_a_scoped_pass_weighs_its_suspensions_against_everyone_the_target_holds(
+    database_url: str, sessions: sessionmaker[Session]
+) -> None:
+    """A pass after writes reads the status rows of the users it names only, but a mass suspension's
+    share (per pass and over the budget's window) is of all the users the target holds active: six
+    of twenty is under half, eleven of the fourteen left is over."""
+    limits = {
+        "max_suspensions": 100,
+        "max_suspension_share": 0.5,
+        "suspension_budget": 100,
+        "suspension_budget_share": 0.5,
+    }
+    settings = FakeSettings(database_url=database_url, fake={}, reconcile=limits)
+    names = [f"u{i:02}" for i in range(20)]
+    add_users(sessions, settings, *names)
+    fake = FakeTarget({})
+    spec = fake_spec(fake, scoping=True)
+    assert run_pass(settings, sessions, apply=True, specs=[spec]).ok  # full: clears the marks
+
+    _suspend(sessions, settings, *names[:6])
+    six = _scoped(settings, sessions, spec).targets[0]
+    assert six.error is None and (six.scoped, six.state) == (True, "applied")
+    assert fake.locked == set(names[:6])
+
+    _suspend(sessions, settings, *names[6:17])
+    eleven = _scoped(settings, sessions, spec).targets[0]
+    assert eleven.scoped and eleven.state == "refused"
+    assert "locks or removes 11 of the 14 users active" in (eleven.error or "")
+    assert fake.locked == set(names[:6])
+
+
+def test_in_a_scoped_pass_the_needing_target_waits_for_the_scopes_identities(
+    database_url: str, sessions: sessionmaker[Session]
+) -> None:
+    settings = fake_settings("posix", "sched")(database_url=database_url, posix={}, sched={})
+    add_users(sessions, settings, "kim")
+    journal: list[str] = []
+    posix = FakeTarget({}, journal=journal, apply_delay=0.3, label="posix")
+    sched = FakeTarget({}, journal=journal, label="sched")
+    specs = [
+        replace(fake_spec(sched, "sched", scoping=True), needs=frozenset({POSIX_IDENTITY})),
+        replace(fake_spec(posix, "posix", scoping=True), provides=frozenset({POSIX_IDENTITY})),
+    ]
+    assert run_pass(settings, sessions, apply=True, specs=specs).ok
+    journal.clear()
+
+    add_users(sessions, settings, "saul", "ada")
+    posix.fail_user = "saul"
+    first = _scoped(settings, sessions, *specs)
+    assert [(t.scoped, t.state) for t in first.targets] == [(True, "applied"), (True, "partial")]
+    assert journal == ["posix create ada", "sched create ada"]  # the provider's write first; saul waits
+    assert sched.system == {"kim": 10000, "ada": 10002}
+
+    journal.clear()
+    posix.fail_user = None
+    assert _scoped(settings, sessions, *specs).ok  # the marks stayed: the same scope again
+    assert journal == ["posix create saul", "sched create saul"]
+    assert sched.system == {"kim": 10000, "ada": 10002, "saul": 10001}

@@ -50,11 +50,15 @@ def fake_settings(*names: str) -> type[Settings]:
 FakeSettings = fake_settings("fake")
 
 
-def fake_spec(target: FakeTarget | None, name: str = "fake") -> TargetSpec[FakeSection]:
-    """The fake spec opening `target` (None: a target that is down, TargetError `NAME is down`)."""
+def fake_spec(
+    target: FakeTarget | None, name: str = "fake", *, scoping: bool = False
+) -> TargetSpec[FakeSection]:
+    """The fake spec opening `target` (None: a target that is down, TargetError `NAME is down`).
+    `scoping`: a pass after writes may read and plan only the scope's users, as the real targets do."""
     if target is None:
         return replace(FAKE, name=name, open=lambda context: _down(name))
-    return replace(FAKE, name=name, open=lambda context: target)
+    can_scope = (lambda section, scope, desired: True) if scoping else None
+    return replace(FAKE, name=name, open=lambda context: target, can_scope=can_scope)
 
 
 def _down(name: str) -> Any:
@@ -90,6 +94,8 @@ class FakeTarget:
             raise ObserveError("the fake server returned a partial result")
         if self.broken:
             raise TargetError("the fake target's template is broken", terminal=True)
+        if scope is not None:  # the scope's users only, as a scoped read of a real target
+            return {n: u for n, u in self.system.items() if n in scope.users}, self.locked & scope.users
         return dict(self.system), set(self.locked)
 
     def diff(
@@ -97,6 +103,8 @@ class FakeTarget:
     ) -> list[UntypedChange]:
         uids, locked = observed
         changes: list[UntypedChange] = []
+        if scope is not None:
+            desired = replace(desired, users={n: u for n, u in desired.users.items() if n in scope.users})
         for name, user in sorted(desired.users.items()):
             if name not in uids and name in desired.identity_pending:
                 continue  # as a target that needs a POSIX identity: nothing new before it exists
