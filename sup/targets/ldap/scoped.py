@@ -77,17 +77,21 @@ def plan_scoped(desired: DesiredState, observed: Observed, layout: Layout, scope
     named = {dnlib.normalize(layout.group_dn(name)) for name in scope.groups | private}
     groups_dn = dnlib.normalize(layout.groups_dn)
     read = {ndn for ndn in observed.entries if dnlib.is_under(ndn, groups_dn)}
+    # The groups named or read, looked up by name: a group entry's RDN is its cn. Not a walk over
+    # every desired group (50,000 private groups at 50,000 people: 0.1-0.2 s of every push).
+    candidates = scope.groups | private | {cn for ndn in read for cn in _cn_values(observed.entries[ndn])}
     groups = {
-        name: group
-        for name, group in desired.groups.items()
-        if (ndn := dnlib.normalize(layout.group_dn(name))) in named or ndn in read
+        name: desired.groups[name]
+        for name in sorted(candidates)
+        if name in desired.groups
+        and ((ndn := dnlib.normalize(layout.group_dn(name))) in named or ndn in read)
     }
     # The members of every group planned stay users of the narrowed state: a group's wanted member
     # values are computed from them (a member missing there would be a member to remove).
     members = {user for group in groups.values() for user in group.members}
     narrowed = replace(
         desired,
-        users={n: u for n, u in desired.users.items() if n in scope.users or n in members},
+        users={n: desired.users[n] for n in sorted(scope.users | members) if n in desired.users},
         groups=groups,
     )
     # The sudo roles are the full pass's (and the narrowed state would miss admin groups).
@@ -111,3 +115,10 @@ def plan_scoped(desired: DesiredState, observed: Observed, layout: Layout, scope
         return dnlib.normalize(dn_of(details)) in owned
 
     return [change for change in plan(narrowed, observed, narrowed_layout) if keep(change)]
+
+
+def _cn_values(entry: ObservedEntry) -> set[str]:
+    """The names a group entry may stand for: its cn values as written, and lower-cased (the
+    store's names are; DNs compare without case)."""
+    values = entry.get("cn")
+    return {*values, *(value.lower() for value in values)}
