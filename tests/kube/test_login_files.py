@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from sup.domain.desired import DesiredGroup
 from sup.targets.base import Scope
-from sup.targets.kube.login_files import MAX_BYTES, Directory
+from sup.targets.kube.login_files import FEW_USERS_SHARE, MAX_BYTES, Directory
 from sup.targets.kube.model import Observed
 from sup.targets.kube.spec import can_scope
 from tests.kube.plans import applied, brief, diff, group, settings, state, user
@@ -46,6 +46,24 @@ def test_a_users_files_are_their_passwd_line_their_groups_and_their_keys() -> No
     }
     assert all(len(line.split(":")) == 7 for line in files.data["passwd"].splitlines())
     assert Directory(desired).files([kim]) == files  # deterministic
+
+
+def test_a_few_users_get_the_same_files_as_from_the_whole_site() -> None:
+    """A pass scoped to a few users indexes only their groups (FEW_USERS_SHARE); what their pods get
+    is what a full pass renders for them: the groups they are in, and a group holding their
+    primary gid without them as members."""
+    people = [user(f"u{i:02}", 10000 + i) for i in range(40)]
+    groups = [_private(p.username, p.uid_number) for p in people]
+    groups += [group(f"lab{i}", 50000 + i, *(p.username for p in people[i::4])) for i in range(4)]
+    groups.append(group("staff", 10003, "u07"))  # u03's primary gid, without u03 as a member
+    whole = state(*people, groups=tuple(groups))
+    for person in (people[3], people[5]):
+        few = replace(whole, users={person.username: person})
+        assert len(few.users) < FEW_USERS_SHARE * len(few.groups)  # the scoped way
+        expected = Directory(whole).files([person])
+        assert Directory(few).files([person]) == expected
+        assert Directory(few).supplemental_gids(person) == Directory(whole).supplemental_gids(person)
+    assert "staff:x:10003:" in Directory(whole).files([people[3]]).data["group"]
 
 
 def test_a_group_pods_files_list_every_member_and_only_them() -> None:
