@@ -352,7 +352,7 @@ def _pending(
     candidates = desired.users.keys() if planned is None else desired.users.keys() & planned.users
     pending: set[str] = set()
     for name in providers:
-        held = set(statuses.in_sync(name, scoped=planned is not None).users)
+        held = set(statuses.in_sync(name, scoped=planned is not None))
         future = running.get(name)
         if future is not None:
             result = future.result()

@@ -258,6 +258,9 @@ def test_prune_suspends_through_the_lifecycle_and_is_guarded(
     assert not any(active for _, active, _ in _users(sessions).values())
 
 
+TOTAL = 6_000  # six chunks of sup/sources/files/apply.py's CHUNK
+
+
 def _default_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
@@ -270,7 +273,7 @@ def test_interrupted_import_reruns_to_completion_without_duplicates(
     env = sup_env(SUP_DATABASE_URL=url)
     assert run_sup("db", "upgrade", env=env).returncode == 0
     groups = "".join(f"  - name: g{n}\n" for n in range(20))
-    users = "".join(f"  - {{username: p{n:05d}, groups: [g{n % 20}]}}\n" for n in range(6000))
+    users = "".join(f"  - {{username: p{n:05d}, groups: [g{n % 20}]}}\n" for n in range(TOTAL))
     doc = _write(tmp_path, "big.yaml", f"groups:\n{groups}users:\n{users}")
 
     from sqlalchemy import create_engine
@@ -298,23 +301,23 @@ def test_interrupted_import_reruns_to_completion_without_duplicates(
     _, stderr = process.communicate(timeout=60)
     if how == signal.SIGINT:
         assert process.returncode == 130 and "run the same import again" in stderr, stderr
-    assert 1000 <= created < 6000, f"the import was not caught midway ({created} users)"
+    assert 1000 <= created < TOTAL, f"the import was not caught midway ({created} users)"
     with engine.connect() as connection:
         partial = connection.scalar(select(func.count()).select_from(User)) or 0
-    assert partial < 6000
+    assert partial < TOTAL
 
     rerun = run_sup("import", str(doc), "--json", env=env, timeout=300)
     assert rerun.returncode == 0, rerun.stderr
     summary = json.loads(rerun.stdout)["summary"]["user"]
-    assert summary["created"] == 6000 - partial and summary["unchanged"] == partial
+    assert summary["created"] == TOTAL - partial and summary["unchanged"] == partial
     with engine.connect() as connection:
-        assert connection.scalar(select(func.count()).select_from(User)) == 6000
-        assert connection.scalar(select(func.count(func.distinct(User.uid_number)))) == 6000
-        assert connection.scalar(select(func.count()).select_from(Membership)) == 6000
+        assert connection.scalar(select(func.count()).select_from(User)) == TOTAL
+        assert connection.scalar(select(func.count(func.distinct(User.uid_number)))) == TOTAL
+        assert connection.scalar(select(func.count()).select_from(Membership)) == TOTAL
         creates = connection.scalar(
             select(func.count()).where(AuditEntry.action == "create", AuditEntry.resource_type == "user")
         )
-        assert creates == 6000
+        assert creates == TOTAL
     engine.dispose()
     final = run_sup("import", str(doc), "--json", env=env, timeout=300)
     assert json.loads(final.stdout)["changes"] == []
