@@ -33,7 +33,7 @@ from sup.store.lookup import (
     users_by_names,
 )
 from sup.store.models import Group, Membership, SlurmAccount, User, utcnow
-from sup.store.outbox import mark_dirty
+from sup.store.outbox import mark_dirty, mark_dirty_many
 from sup.store.paging import fetch_page
 
 
@@ -214,6 +214,45 @@ def update_group(
     entry = with_member_change(snapshot(group), before["members"], after["members"])
     record(session, actor, "update", "group", group.name, before=before, after=entry)
     return group
+
+
+def change_members(
+    session: Session,
+    settings: Settings,
+    actor: Actor,
+    group: Group,
+    joining: list[User],
+    leaving: list[User],
+    *,
+    writer: str,
+) -> bool:
+    """Add `joining` to `group` and take `leaving` out: what `update_group` does with the member list
+    that differs by these (the same checks, outbox marks and audit entry), without looking the
+    group and every member up again by name. `group` has its memberships and their users loaded;
+    they stay loaded and true, so the caller can answer with the group as it now is.
+
+    Returns whether anything changed (a member joining twice, or one not there leaving, is not)."""
+    _refuse_private(group, "membership")
+    current = {m.user_id: m for m in group.memberships}
+    joining = list({u.id: u for u in joining if u.id not in current}.values())
+    leaving = [u for u in {u.id: u for u in leaving}.values() if u.id in current]
+    if not joining and not leaving:
+        return False
+    if joining:
+        check_fill(session, settings, writer, [group.name])
+    before = snapshot(group)
+    for user in leaving:
+        group.memberships.remove(current[user.id])  # an orphan: deleted with the flush
+    for user in joining:
+        group.memberships.append(Membership(user=user, source=group.source))
+    mark_dirty_many(session, "members", [group.name])
+    mark_dirty_many(session, "user", [u.username for u in (*joining, *leaving)])
+    group.updated_at = utcnow()
+    session.flush()
+    after = snapshot(group)
+    entry = with_member_change(after, before["members"], after["members"])
+    record(session, actor, "update", "group", group.name, before=before, after=entry)
+    return True
 
 
 def _attributes(snapshot: dict[str, Any]) -> dict[str, Any]:

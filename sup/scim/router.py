@@ -27,7 +27,7 @@ from sup.api.oidc import InvalidToken
 from sup.api.ratelimit import retry_after_seconds
 from sup.domain.roles import Role
 from sup.domain.tokens import may_be_token
-from sup.scim import lookup
+from sup.scim import lookup, member_patch
 from sup.scim.errors import SCIM_PREFIX, RateLimited, ScimRoute, ServiceUnavailable
 from sup.scim.metrics import SCIM_REQUESTS
 from sup.scim.oauth import IssuerUnavailable, TooManyChecks
@@ -96,6 +96,20 @@ async def _search_users(request: Request, ctx: Connection) -> Response:
     service = runtime(request.app).service
     answered = await run_in_threadpool(lookup.answer, service, ctx.engine, base_url(request), found)
     return _counted(ctx, Operation.search, http_response(answered))
+
+
+async def _patch_group(request: Request, ctx: Connection, resource_id: str) -> Response:
+    """PATCH /Groups/{id}: the IdPs' member change on its short path (sup/scim/member_patch.py),
+    any other PATCH, or one the short path does not decide, on the generic one."""
+    found = member_patch.member_patch_of(await request.body(), request.query_params, request.headers)
+    if found is not None:
+        service = runtime(request.app).service
+        answered = await run_in_threadpool(
+            member_patch.answer, service, ctx, base_url(request), resource_id, found
+        )
+        if answered is not None:
+            return _counted(ctx, Operation.patch, http_response(answered))
+    return await _serve(request, ctx, Operation.patch)
 
 
 # --- discovery (RFC 7644 §4): no token -------------------------------------------------------------
@@ -174,7 +188,10 @@ for _endpoint, _kind in (("Users", "users"), ("Groups", "groups")):
     router.add_api_route(f"/{_endpoint}/{{resource_id}}", _query, methods=["GET"], summary="Read one")
     router.add_api_route(f"/{_endpoint}/{{resource_id}}", _replace, methods=["PUT"], summary="Replace one")
     router.add_api_route(
-        f"/{_endpoint}/{{resource_id}}", _patch, methods=["PATCH"], summary="Modify one (RFC 7644 §3.5.2)"
+        f"/{_endpoint}/{{resource_id}}",
+        _patch_group if _endpoint == "Groups" else _patch,
+        methods=["PATCH"],
+        summary="Modify one (RFC 7644 §3.5.2)",
     )
     router.add_api_route(f"/{_endpoint}/{{resource_id}}", _delete, methods=["DELETE"], summary="Delete one")
 

@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from sup.store.models import Group, Membership, OutboxMark, User
+from sup.store.models import AuditEntry, Group, Membership, OutboxMark, User
 from sup.store.outbox import pending
 from tests.scim.conftest import (
     ENTERPRISE,
@@ -382,3 +382,13 @@ def test_member_patches_sent_side_by_side_all_land(
         statuses = list(pool.map(add, ids))
     assert statuses == [200] * len(ids)
     assert _members(sessions, "physics") == {f"user{i}" for i in range(24)}
+    # Each PATCH saw the members the ones before it committed: the audit trail is one chain.
+    with sessions() as session:
+        entries = session.scalars(
+            select(AuditEntry)
+            .where(AuditEntry.resource_name == "physics", AuditEntry.action == "update")
+            .order_by(AuditEntry.id)
+        ).all()
+        chain = [(e.before or {}).get("members") for e in entries]
+        assert len(entries) == len(ids)
+        assert chain == [[], *[(e.after or {}).get("members") for e in entries[:-1]]]
