@@ -33,7 +33,7 @@ from sup.store.lookup import (
     users_by_names,
 )
 from sup.store.models import Group, Membership, SlurmAccount, User, utcnow
-from sup.store.outbox import mark_dirty, mark_dirty_many
+from sup.store.outbox import MarkKind, mark_dirty, mark_dirty_each
 from sup.store.paging import fetch_page
 
 
@@ -245,8 +245,8 @@ def change_members(
         group.memberships.remove(current[user.id])  # an orphan: deleted with the flush
     for user in joining:
         group.memberships.append(Membership(user=user, source=group.source))
-    mark_dirty_many(session, "members", [group.name])
-    mark_dirty_many(session, "user", [u.username for u in (*joining, *leaving)])
+    marks: list[tuple[MarkKind, str]] = [("members", group.name)]
+    mark_dirty_each(session, marks + [("user", u.username) for u in (*joining, *leaving)])
     group.updated_at = utcnow()
     session.flush()
     after = snapshot(group)

@@ -42,9 +42,13 @@ class _Service(SupScimService):
     def patch_response(
         self, base_url: str, resource: Any, response_parameters: ResponseParameters[Any]
     ) -> ScimResponse:
-        """RFC 7644 §3.5.2: 200 with the resource (Okta and Entra ID read it; 204 is only a MAY)."""
+        """RFC 7644 §3.5.2: 200 with the resource (Okta and Entra ID read it; 204 is only a MAY).
+
+        Published in place: the storage builds the resource for this one response."""
         return self.resource_response(
-            self.publish(base_url, resource), Context.RESOURCE_REPLACEMENT_RESPONSE, response_parameters
+            self._published_in_place(base_url, resource),
+            Context.RESOURCE_REPLACEMENT_RESPONSE,
+            response_parameters,
         )
 
     def search_response(

@@ -107,7 +107,12 @@ def pending(session: Session) -> list[tuple[str, str, int]]:
 
 def mark_dirty_many(session: Session, kind: MarkKind, names: Iterable[str]) -> None:
     """`mark_dirty` for many objects of one kind: the same upsert, sent as one executemany."""
-    rows = [{"kind": kind, "name": name} for name in sorted(set(names))]
+    mark_dirty_each(session, [(kind, name) for name in names])
+
+
+def mark_dirty_each(session: Session, marks: Iterable[tuple[MarkKind, str]]) -> None:
+    """`mark_dirty` for each (kind, name), of any kinds: one executemany (one round trip)."""
+    rows = [{"kind": kind, "name": name} for kind, name in sorted(set(marks))]
     if not rows:
         return
     insert = postgresql.insert if is_postgresql(session) else sqlite.insert
