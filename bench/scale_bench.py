@@ -204,7 +204,7 @@ def target_seconds(targets: Sequence[Any], before: dict[str, float]) -> dict[str
     return {t.target: after.get(t.target, 0.0) - before.get(t.target, 0.0) for t in targets}
 
 
-def no_change_passes(stack: FullStack, report: Report, passes: int = 3) -> None:
+def no_change_passes(stack: FullStack, report: Report, passes: int = 4) -> None:
     engine = make_engine(stack.url)
     settings = stack.settings
     worker = Reconciler(settings, engine)

@@ -7,9 +7,11 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
+import sup.targets.kube.target as kube_target
 from sup.targets.kube import watch
 from tests.kube.site import Site
 
@@ -124,3 +126,41 @@ def test_a_process_starts_watches_only_at_its_second_full_pass(
     assert _lists(site) == 10 and cache.live()
     site.reconcile()
     assert _lists(site) == 0
+
+
+def test_a_full_pass_with_inputs_unchanged_is_not_planned_again(
+    site: Site, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """unchanged.py: the plan is skipped only while the cache, the store and the settings are as
+    they were; an event, a store change or new settings make the next pass plan (and repair)."""
+    planned: list[int] = []
+    real = kube_target.plan  # type: ignore[attr-defined]  # the name target.py calls
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        planned.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(kube_target, "plan", counted)
+    site.add_user("kim")
+    site.converge()
+    assert site.reconcile().changes == []  # served from the cache: planned nothing, so kept
+    before = len(planned)
+    assert site.reconcile().changes == [] and site.last_writes == 0
+    assert len(planned) == before  # the same inputs: not planned again
+
+    with site.admin() as admin:
+        admin.delete(site.path("service", "login-kim"))
+    site.settle_watch(_cache(site))
+    result = site.reconcile()  # an event since: planned, and the Service is back
+    assert [(c.action.value, c.kind, c.name) for c in result.changes] == [("create", "service", "login-kim")]
+    site.converge()
+
+    site.add_user("saul")  # the store changed: the desired state differs
+    added = site.reconcile().changes
+    assert {c.name for c in added} >= {"login-saul"} and {c.subject for c in added} == {"saul"}
+    site.converge()
+    site.reconcile()
+    before = len(planned)
+    site.settings = site.with_settings(cpu="2")  # new settings: a new fingerprint
+    assert {(c.action.value, c.kind) for c in site.reconcile().changes} == {("update", "workload")}
+    assert len(planned) == before + 1

@@ -178,12 +178,18 @@ class Observed:
     one of them may belong to a user that was not read, so the plan leaves it to a full pass.
     `pods`: by name, the login pods of SUP's StatefulSets whose rollout is stuck (pods.py): read only
     when some StatefulSet's status says so.
+    `cache_version`: the watch cache's content version this read is all of (watch.py), or None
+    (listed, or stuck pods read beside it): two reads of one version are the same read.
+    `hollow`: no objects were copied out of the cache, because the last full pass planned nothing
+    from this very version (unchanged.py); the target reads them in full if it must plan after all.
     """
 
     objects: Mapping[tuple[str, str], ObservedObject] = field(default_factory=dict)
     foreign: Mapping[tuple[str, str], ObservedObject] = field(default_factory=dict)
     scoped: bool = False
     pods: Mapping[str, ObservedObject] = field(default_factory=dict)
+    cache_version: int | None = None
+    hollow: bool = False
 
 
 # --- change details: what a plan says and apply.py performs ----------------------------------------

@@ -41,7 +41,8 @@ def observe(client: KubeClient, field_manager: str, cache: WatchCache | None = N
     objects: dict[tuple[str, str], ObservedObject] = {}
     foreign: dict[tuple[str, str], ObservedObject] = {}
     cache = cache if cache is not None and cache.wanted() else None
-    cached = cache.snapshot() if cache is not None else None
+    taken = cache.versioned_snapshot() if cache is not None else None
+    version, cached = taken if taken is not None else (None, None)
     ours: Sequence[Mapping[str, Any]]
     others: Sequence[Mapping[str, Any]]
     try:
@@ -70,7 +71,8 @@ def observe(client: KubeClient, field_manager: str, cache: WatchCache | None = N
         )
     except KubeApiError as exc:
         raise ObserveError(f"cannot read namespace {client.namespace}: {exc}") from None
-    return Observed(objects, foreign, pods=pods)
+    # Stuck pods are read apart from the cache: what they show has no version there.
+    return Observed(objects, foreign, pods=pods, cache_version=None if pods else version)
 
 
 def _stuck_pods(

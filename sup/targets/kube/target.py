@@ -8,6 +8,7 @@ from typing import ClassVar
 
 from sup.domain.desired import DesiredState
 from sup.targets.base import ApplyReport, Scope, TargetError
+from sup.targets.kube import unchanged
 from sup.targets.kube.apply import apply_changes
 from sup.targets.kube.client import KubeClient
 from sup.targets.kube.diff import plan
@@ -40,6 +41,10 @@ class KubeTarget:
     def observe(self, scope: Scope | None = None) -> Observed:
         if scope is not None:
             return observe_users(self.client, self.settings.field_manager, sorted(scope.users))
+        kept = unchanged.kept_version(self.watch)
+        if kept is not None and self.watch is not None and self.watch.trusted_version() == kept:
+            # Nothing happened since a full pass that planned nothing: `diff` may not need the objects.
+            return Observed(cache_version=kept, hollow=True)
         return observe(self.client, self.settings.field_manager, self.watch)
 
     def diff(self, desired: DesiredState, observed: Observed, scope: Scope | None = None) -> list[KubeChange]:
@@ -48,12 +53,23 @@ class KubeTarget:
         if scope is not None:
             users = {name: user for name, user in desired.users.items() if name in scope.users}
             desired = replace(desired, users=users)
+        now = self.now()
+        fingerprint = self.renderer.fingerprint
+        if scope is None and unchanged.nothing_again(self.watch, observed, fingerprint, desired, now):
+            return []  # the last full pass planned nothing from these very inputs (unchanged.py)
+        if observed.hollow:  # something else changed: read the objects after all
+            observed = observe(self.client, self.settings.field_manager, self.watch)
         try:
-            return plan(
-                desired, observed, self.renderer, self.settings, self.now(), include_group_pods=scope is None
+            changes = plan(
+                desired, observed, self.renderer, self.settings, now, include_group_pods=scope is None
             )
         except TemplateError as exc:
             raise TargetError(str(exc), terminal=True) from None
+        if scope is None:
+            unchanged.remember(
+                self.watch, observed, fingerprint, desired, self.settings.pvc_retention, changes
+            )
+        return changes
 
     def apply(self, changes: Sequence[KubeChange]) -> ApplyReport:
         try:

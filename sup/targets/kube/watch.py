@@ -98,6 +98,7 @@ class WatchCache:
         }
         self._written: dict[str, int] = {}
         self._deleted: set[tuple[str, str]] = set()
+        self._content = 0  # counts every change to what the streams hold (not bookmarks)
         self.observes = 0  # full observes seen (START_AFTER)
 
     @property
@@ -119,13 +120,33 @@ class WatchCache:
     def snapshot(self, wait: float = WAIT_SECONDS) -> dict[tuple[str, str], list[Body]] | None:
         """(kind, OURS|OTHERS) -> the objects, if the cache can be trusted (module docstring);
         None: list instead."""
+        taken = self.versioned_snapshot(wait)
+        return None if taken is None else taken[1]
+
+    def versioned_snapshot(
+        self, wait: float = WAIT_SECONDS
+    ) -> tuple[int, dict[tuple[str, str], list[Body]]] | None:
+        """`snapshot`, and the version of its content: two snapshots of one version hold the same
+        objects (a pass may then reuse what it derived from the first: unchanged.py)."""
         with self._cond:
-            if not all(s.live for s in self._streams.values()):
-                return None  # a watch is down: nothing to wait for
-            if not self._cond.wait_for(self._trusted, timeout=wait):
+            if not self._wait_trusted(wait):
                 return None
-            self._deleted.clear()  # seen gone: a later object of that name is a new one
-            return {key: list(stream.objects.values()) for key, stream in self._streams.items()}
+            return self._content, {
+                key: list(stream.objects.values()) for key, stream in self._streams.items()
+            }
+
+    def trusted_version(self, wait: float = WAIT_SECONDS) -> int | None:
+        """The version `versioned_snapshot` would give, without copying the objects out."""
+        with self._cond:
+            return self._content if self._wait_trusted(wait) else None
+
+    def _wait_trusted(self, wait: float) -> bool:
+        if not all(s.live for s in self._streams.values()):
+            return False  # a watch is down: nothing to wait for
+        if not self._cond.wait_for(self._trusted, timeout=wait):
+            return False
+        self._deleted.clear()  # seen gone: a later object of that name is a new one
+        return True
 
     def _trusted(self) -> bool:
         if self._stop.is_set() or not all(s.live for s in self._streams.values()):
@@ -157,6 +178,7 @@ class WatchCache:
                 return
             stream = self._streams[kind, which]
             stream.objects = packed
+            self._content += 1
             stream.version = int(resource_version)
             stream.live = True
             stream.epoch += 1
@@ -283,8 +305,10 @@ class WatchCache:
                 return False
             if packed is not None:
                 stream.objects[_name(body)] = packed
+                self._content += 1
             elif kind == "DELETED":
                 stream.objects.pop(_name(body), None)
+                self._content += 1
             elif kind != "BOOKMARK":
                 raise _Expired(f"a watch event of type {kind!r}")
             stream.version = max(stream.version, version)
