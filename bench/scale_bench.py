@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import platform
 import random
@@ -470,7 +471,7 @@ def main() -> None:
         "--serve-log-level",
         default="warning",
         help="`sup serve`'s log level; with debug, its serve.log says where each pass's time went "
-        "(the work dir is then kept)",
+        "(the work dir is then kept), and so does this script's stderr for the no-change passes",
     )
     parser.add_argument("--load-seconds", type=float, default=10.0)
     parser.add_argument("--concurrency", type=int, default=16)
@@ -481,6 +482,9 @@ def main() -> None:
             f"--only: unknown part(s) {', '.join(sorted(parts - set(PARTS)))}; known: {', '.join(PARTS)}"
         )
     groups = args.groups or max(1, args.users // 100)
+    if args.serve_log_level == "debug":  # the no-change passes run here: their phases to stderr
+        logging.basicConfig(format="%(asctime)s %(name)s: %(message)s")
+        logging.getLogger("sup.reconcile.planner").setLevel(logging.DEBUG)
     started_at = uptime()
     print(f"start: {started_at}", file=sys.stderr)
     report = Report(args.keep_going)
