@@ -43,19 +43,6 @@ def served(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
     return seen
 
 
-@pytest.fixture
-def generic_only(monkeypatch: pytest.MonkeyPatch) -> Callable[[], Any]:
-    """A context in which no PATCH takes the short path."""
-
-    def switched_off() -> Any:
-        context = monkeypatch.context()
-        patcher = context.__enter__()
-        patcher.setattr(member_patch, "member_patch_of", lambda *args: None)
-        return context
-
-    return switched_off
-
-
 class Site:
     def __init__(self, client: TestClient, headers: dict[str, str], prefix: str = "") -> None:
         self.client = client
@@ -161,7 +148,7 @@ def test_a_member_patch_answers_and_writes_what_the_generic_path_does(
     site: Site,
     sessions: sessionmaker[Session],
     served: list[bool],
-    generic_only: Callable[[], Any],
+    monkeypatch: pytest.MonkeyPatch,
     case: str,
 ) -> None:
     spec, short = CASES[case]
@@ -171,11 +158,9 @@ def test_a_member_patch_answers_and_writes_what_the_generic_path_does(
     response = site.patch(first, operations)
     after_first = _marks(sessions)
     assert served == [short], "the case took another path than it is meant to"
-    context = generic_only()
-    try:
+    with monkeypatch.context() as generic_only:
+        generic_only.setattr(member_patch, "member_patch_of", lambda *args: None)
         generic = site.patch(second, operations)
-    finally:
-        context.__exit__(None, None, None)
     assert served == [short]  # the second went the generic way
     assert _answer(response, first) == _answer(generic, second)
     assert _marked(marks, after_first, "twin-a") == _marked(after_first, _marks(sessions), "twin-b")

@@ -39,6 +39,9 @@ class KubeTarget:
         self.watch = watch_cache(self.settings)  # process-level, outlives this target (watch.py)
 
     def observe(self, scope: Scope | None = None) -> Observed:
+        """The namespace (or the scope's users' objects). A full observe may answer a hollow
+        Observed (no objects) when nothing happened since a full pass that planned nothing: it is
+        for `diff`, which reads the objects itself if it must plan after all (unchanged.py)."""
         if scope is not None:
             return observe_users(self.client, self.settings.field_manager, sorted(scope.users))
         kept = unchanged.kept_version(self.watch)
