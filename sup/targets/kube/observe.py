@@ -35,14 +35,23 @@ def watch_cache(settings: KubeSettings) -> WatchCache | None:
     return cache_for(settings, {OURS_STREAM: OURS, OTHERS_STREAM: OTHERS})
 
 
-def observe(client: KubeClient, field_manager: str, cache: WatchCache | None = None) -> Observed:
+def observe(
+    client: KubeClient,
+    field_manager: str,
+    cache: WatchCache | None = None,
+    *,
+    unchanged_since: int | None = None,
+) -> Observed:
     """The whole namespace; from `cache` when it can be trusted, else listed (and the cache seeded
-    from the lists, when it is wanted)."""
+    from the lists, when it is wanted). When the cache's content is still at `unchanged_since`, a
+    hollow Observed: no object is built (unchanged.py)."""
     objects: dict[tuple[str, str], ObservedObject] = {}
     foreign: dict[tuple[str, str], ObservedObject] = {}
     cache = cache if cache is not None and cache.wanted() else None
     taken = cache.versioned_snapshot() if cache is not None else None
     version, cached = taken if taken is not None else (None, None)
+    if version is not None and version == unchanged_since:
+        return Observed(cache_version=version, hollow=True)
     ours: Sequence[Mapping[str, Any]]
     others: Sequence[Mapping[str, Any]]
     try:

@@ -45,10 +45,7 @@ class KubeTarget:
         if scope is not None:
             return observe_users(self.client, self.settings.field_manager, sorted(scope.users))
         kept = unchanged.kept_version(self.watch)
-        if kept is not None and self.watch is not None and self.watch.trusted_version() == kept:
-            # Nothing happened since a full pass that planned nothing: `diff` may not need the objects.
-            return Observed(cache_version=kept, hollow=True)
-        return observe(self.client, self.settings.field_manager, self.watch)
+        return observe(self.client, self.settings.field_manager, self.watch, unchanged_since=kept)
 
     def diff(self, desired: DesiredState, observed: Observed, scope: Scope | None = None) -> list[KubeChange]:
         """With a scope: the scope's users' objects only; the others, and the group pods, are not

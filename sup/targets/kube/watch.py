@@ -129,24 +129,14 @@ class WatchCache:
         """`snapshot`, and the version of its content: two snapshots of one version hold the same
         objects (a pass may then reuse what it derived from the first: unchanged.py)."""
         with self._cond:
-            if not self._wait_trusted(wait):
+            if not all(s.live for s in self._streams.values()):
+                return None  # a watch is down: nothing to wait for
+            if not self._cond.wait_for(self._trusted, timeout=wait):
                 return None
+            self._deleted.clear()  # seen gone: a later object of that name is a new one
             return self._content, {
                 key: list(stream.objects.values()) for key, stream in self._streams.items()
             }
-
-    def trusted_version(self, wait: float = WAIT_SECONDS) -> int | None:
-        """The version `versioned_snapshot` would give, without copying the objects out."""
-        with self._cond:
-            return self._content if self._wait_trusted(wait) else None
-
-    def _wait_trusted(self, wait: float) -> bool:
-        if not all(s.live for s in self._streams.values()):
-            return False  # a watch is down: nothing to wait for
-        if not self._cond.wait_for(self._trusted, timeout=wait):
-            return False
-        self._deleted.clear()  # seen gone: a later object of that name is a new one
-        return True
 
     def _trusted(self) -> bool:
         if self._stop.is_set() or not all(s.live for s in self._streams.values()):
