@@ -39,7 +39,7 @@ from sup.errors import SupError
 from sup.groups.service import change_members
 from sup.scim.mapping import GROUPS_ENDPOINT, group_resource
 from sup.scim.service import SupScimService
-from sup.scim.storage import connection_source
+from sup.scim.storage import connection_source, may_write
 from sup.store.models import Group, Membership, User
 
 PATCH_OP = "urn:ietf:params:scim:api:messages:2.0:PatchOp"
@@ -152,12 +152,12 @@ def answer(
 def _patched(session: Session, ctx: ApiContext, group_id: str, patch: MemberPatch) -> Group:
     source = connection_source(ctx.actor.name)
     group = _locked_group(session, group_id)
-    if group is None or not (group.source == source or ctx.settings.scim.cross_connection_writes):
+    if group is None or not may_write(ctx.settings, source, group.source):
         raise _Generic
     members = {m.user_id for m in group.memberships}
     users = _users(session, patch.ids)
     for user in users.values():
-        if not (ctx.settings.scim.cross_connection_writes or user.source == source or user.id in members):
+        if not (may_write(ctx.settings, source, user.source) or user.id in members):
             raise _Generic  # the generic path leaves them out, with a warning
     if len(users) != len(patch.ids):
         raise _Generic  # ids of no user: the generic path leaves them out, or flattens a nested group

@@ -82,6 +82,12 @@ def connection_source(connection: str) -> str:
     return SOURCE_PREFIX + connection
 
 
+def may_write(settings: Settings, source: str, owner: str) -> bool:
+    """Whether the connection of `source` may change what `owner` (a source) holds: only its own,
+    unless scim.cross_connection_writes."""
+    return owner == source or settings.scim.cross_connection_writes
+
+
 def _user_options() -> tuple[Any, ...]:
     return (
         selectinload(StoreUser.ssh_keys),
@@ -293,7 +299,7 @@ class SqlStorage(ScimStorage):
     # --- ownership and versions ---------------------------------------------------------------------
 
     def _check_writable(self, kind: str, name: str, source: str) -> None:
-        if source == self.source or self.settings.scim.cross_connection_writes:
+        if may_write(self.settings, self.source, source):
             return
         raise ForbiddenException(
             detail=f"{kind} {name!r} belongs to source {source!r}, not to this SCIM connection "
@@ -485,7 +491,7 @@ class SqlStorage(ScimStorage):
         found: dict[str, str] = {}
         foreign: list[str] = []
         for row in rows:
-            if self.settings.scim.cross_connection_writes or row.source == self.source or row.id in members:
+            if may_write(self.settings, self.source, row.source) or row.id in members:
                 found[row.scim_id] = row.username
             else:
                 foreign.append(row.scim_id)
