@@ -13,6 +13,7 @@ from sup.targets.adoption import Adoption, AdoptionError, AdoptionProblem
 from sup.targets.base import ObserveError, TargetError
 from sup.targets.ldap import dn as dnlib
 from sup.targets.ldap.model import ObservedEntry
+from sup.targets.ldap.observe import observe
 from sup.targets.ldap.settings import LdapSettings
 from sup.targets.ldap.target import LdapTarget
 from sup.targets.spec import TargetContext
@@ -26,7 +27,7 @@ def _first(entry: ObservedEntry, attribute: str) -> str | None:
 def adopt(context: TargetContext[LdapSettings], adoption: Adoption) -> None:
     target = LdapTarget(context)
     try:
-        observed = target.observe()
+        observed = observe(target.connection, target.layout)  # in full, never hollow
     except (ObserveError, TargetError) as exc:
         raise AdoptionError(f"cannot read ldap: {exc}") from exc
     finally:

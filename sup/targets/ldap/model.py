@@ -74,11 +74,16 @@ class Observed:
 
     `containers`: SUP's OUs that exist (normalized DNs). `entries`: every entry below them, by
     normalized DN. `foreign`: the posixAccount and posixGroup entries outside them, for collisions.
+    `versions`: a digest of every entry the read saw and its entryCSN (None if some had none).
+    `hollow`: only the versions were read, because they are those of the last full read that
+    planned nothing; only LdapTarget.diff takes it, and reads in full if it must plan after all.
     """
 
     containers: frozenset[str]
     entries: Mapping[str, ObservedEntry]
     foreign: tuple[ObservedEntry, ...]
+    versions: str | None = None
+    hollow: bool = False
 
 
 # --- change details: what a plan says and apply.py performs ----------------------------------------
