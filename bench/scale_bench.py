@@ -11,10 +11,12 @@ bound to a Slurm account of the same name, every user in one of them) measures:
 - first (part `first`): the first full pass into each target alone, one after the other
   (`run_pass(only=[target], apply=True)`, as `sup reconcile --target T`), timed, with the writes
   each applied. Without `first` the targets are filled by one pass of all targets together, timed.
-- nochange: three no-change full passes, all three targets, by one `Reconciler` in this process
-  (the scheduled pass of `sup serve`'s reconciler, same code: `Reconciler.tick`), so passes 2 and 3
-  profit from what a long-running process keeps (the Kubernetes memo; a watch cache). Time,
-  changes planned and writes applied (must be 0).
+- nochange: four no-change full passes, all three targets, by one `Reconciler` in this process
+  (the scheduled pass of `sup serve`'s reconciler, same code: `Reconciler.tick`), so the later
+  passes profit from what a long-running process keeps (the Kubernetes memo, a watch cache, the
+  quiet pass each target remembers). Time, changes planned and writes applied (must be 0). This
+  process sets the garbage collector's thresholds as the `sup` command does
+  (sup/common/collector.py).
 - push: `sup serve` on that store (default settings but the SCIM rate limit, raised for the load
   row; reconciler on). For `--samples` new users each, one after the other: from the start of
   `POST /api/v1/users` (a member of lab0000, with a key), and separately from the start of
@@ -71,6 +73,7 @@ from bench.fullstack import (
     wait_until,
 )
 from bench.kube_bench import wide_ids
+from sup.common import collector
 from sup.reconcile.metrics import PASS_DURATION
 from sup.reconcile.planner import run_pass
 from sup.reconcile.worker import Reconciler
@@ -482,6 +485,7 @@ def main() -> None:
             f"--only: unknown part(s) {', '.join(sorted(parts - set(PARTS)))}; known: {', '.join(PARTS)}"
         )
     groups = args.groups or max(1, args.users // 100)
+    collector.tune()  # the passes run here as in `sup` (sup/common/collector.py)
     if args.serve_log_level == "debug":  # the no-change passes run here: their phases to stderr
         logging.basicConfig(format="%(asctime)s %(name)s: %(message)s")
         logging.getLogger("sup.reconcile.planner").setLevel(logging.DEBUG)
