@@ -5,6 +5,7 @@ layout.py      where entries go and which classes and attributes SUP owns (from 
 entries.py     the entries the desired state calls for (pure); sudo.py the sudoRole of admin groups
 model.py       the values passed between them: wanted, refused, retired and observed entries
 observe.py     paged, checked searches of SUP's OUs and of the POSIX entries around them
+unchanged.py   a full pass after a quiet one reads only entryCSNs, and plans nothing if they held
 scoped.py      a pass after writes: read and plan only the named users and the groups around them
 diff.py        wanted vs observed -> Changes (pure)
 apply.py       pipelined writes in dependency order
